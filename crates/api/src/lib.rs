@@ -1,0 +1,12 @@
+//! The wire layer: generated code for the Flow API (`package v1`).
+//!
+//! Holds no logic. The `.proto` sources live in the workspace's `proto/`
+//! folder; field numbers and enum values match the reference Flow service.
+
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod v1 {
+    tonic::include_proto!("v1");
+}
+
+/// Encoded file descriptor set of the Flow API, for gRPC server reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("flow_descriptor");

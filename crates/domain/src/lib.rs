@@ -1,0 +1,15 @@
+//! rackflow's domain: the hard rules as plain data and pure functions.
+//!
+//! This crate owns the inventory types, target specifications, operation-run
+//! configuration with its validation and defaults, the planner (seeded
+//! selection, ordering and phase allocation) and the run/target state types.
+//! It does no I/O, is not async and knows nothing of gRPC or SQL: everything
+//! here is tested without a database or a runtime.
+
+pub mod component;
+pub mod inventory;
+pub mod planner;
+pub mod run;
+pub mod target;
+
+pub use component::{ComponentSetError, ComponentType, ComponentsByType};

@@ -1,0 +1,1 @@
+//! The operation-run planner (to be written).

@@ -1,0 +1,183 @@
+//! Target specifications: which racks / components / NVLink domains an
+//! operation addresses, and the component filter of an operation run's
+//! default scope.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::ComponentType;
+
+/// How a rack is named in a target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RackIdentifier {
+    Id(Uuid),
+    Name(String),
+    ExternalId(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RackTarget {
+    pub identifier: RackIdentifier,
+    /// Empty = every component type of the rack.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub component_types: Vec<ComponentType>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentTarget {
+    Id(Uuid),
+    External {
+        component_type: ComponentType,
+        id: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NvlDomainIdentifier {
+    Id(Uuid),
+    Name(String),
+    ExternalId(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvlDomainTarget {
+    pub identifier: NvlDomainIdentifier,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub component_types: Vec<ComponentType>,
+}
+
+/// Exactly one kind of target list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetSpec {
+    Racks(Vec<RackTarget>),
+    Components(Vec<ComponentTarget>),
+    NvlDomains(Vec<NvlDomainTarget>),
+}
+
+/// Restricts the components of an operation run's default scope.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ComponentFilter {
+    Types { types: Vec<ComponentType> },
+    Components { components: Vec<Uuid> },
+}
+
+impl ComponentFilter {
+    /// Whether a component of `ty` with `id` passes the filter.
+    pub fn matches(&self, ty: ComponentType, id: Uuid) -> bool {
+        match self {
+            ComponentFilter::Types { types } => types.contains(&ty),
+            ComponentFilter::Components { components } => components.contains(&id),
+        }
+    }
+
+    /// Shape checks of the reference (`component filter kind "types" requires
+    /// at least one type`, …).
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            ComponentFilter::Types { types } => {
+                if types.is_empty() {
+                    return Err(
+                        "component filter kind \"types\" requires at least one type".to_string()
+                    );
+                }
+                if let Some(bad) = types.iter().find(|t| **t == ComponentType::Unknown) {
+                    return Err(format!(
+                        "component filter kind \"types\" contains unknown type \"{}\"",
+                        bad.name()
+                    ));
+                }
+            }
+            ComponentFilter::Components { components } => {
+                if components.is_empty() {
+                    return Err(
+                        "component filter kind \"components\" requires at least one component"
+                            .to_string(),
+                    );
+                }
+                if let Some(i) = components.iter().position(Uuid::is_nil) {
+                    return Err(format!("component filter components[{i}] is required"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl TargetSpec {
+    /// Shape validation of the reference (`validate operation: target_spec: …`
+    /// is added by the caller).
+    pub fn validate(&self) -> Result<(), String> {
+        let empty = match self {
+            TargetSpec::Racks(v) => v.is_empty(),
+            TargetSpec::Components(v) => v.is_empty(),
+            TargetSpec::NvlDomains(v) => v.is_empty(),
+        };
+        if empty {
+            return Err(
+                "target_spec must have exactly one of racks, nvl_domains, or components set"
+                    .to_string(),
+            );
+        }
+        match self {
+            TargetSpec::Racks(racks) => {
+                for rack in racks {
+                    let blank = match &rack.identifier {
+                        RackIdentifier::Id(id) => id.is_nil(),
+                        RackIdentifier::Name(n) | RackIdentifier::ExternalId(n) => {
+                            n.trim().is_empty()
+                        }
+                    };
+                    if blank {
+                        return Err(
+                            "invalid rack target: rack target must have either id or name set"
+                                .to_string(),
+                        );
+                    }
+                    if rack.component_types.contains(&ComponentType::Unknown) {
+                        return Err("invalid rack target: unknown component type".to_string());
+                    }
+                }
+            }
+            TargetSpec::NvlDomains(domains) => {
+                for domain in domains {
+                    let blank = match &domain.identifier {
+                        NvlDomainIdentifier::Id(id) => id.is_nil(),
+                        NvlDomainIdentifier::Name(n) | NvlDomainIdentifier::ExternalId(n) => {
+                            n.trim().is_empty()
+                        }
+                    };
+                    if blank {
+                        return Err("invalid NVLink domain target: NVLink domain target must have either id or name set".to_string());
+                    }
+                    if domain.component_types.contains(&ComponentType::Unknown) {
+                        return Err(
+                            "invalid NVLink domain target: unknown component type".to_string()
+                        );
+                    }
+                }
+            }
+            TargetSpec::Components(components) => {
+                for component in components {
+                    match component {
+                        ComponentTarget::Id(id) if id.is_nil() => {
+                            return Err(
+                                "invalid component target: component target must have either uuid or external set"
+                                    .to_string(),
+                            );
+                        }
+                        ComponentTarget::External { id, .. } if id.trim().is_empty() => {
+                            return Err("invalid component target: invalid external ref: external ref must have an id".to_string());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
