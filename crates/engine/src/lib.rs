@@ -1,1 +1,10 @@
+//! rackflow's engine: the parts that carry the domain's decisions out against
+//! the store — for now the operation-run manager (planning inputs, create,
+//! preview, reads). Later: the dispatcher loop, task submission, executors.
+//!
+//! The engine never parses wire messages; the server converts them first.
 
+pub mod error;
+pub mod runs;
+
+pub use error::EngineError;

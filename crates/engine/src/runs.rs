@@ -1,0 +1,569 @@
+//! The operation-run manager: resolves the candidate scope from inventory,
+//! hands it to the pure planner, persists a run with its targets in one
+//! transaction, and answers the run reads (get with stats, list, targets).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::Utc;
+use rackflow_domain::inventory::{Component, Rack};
+use rackflow_domain::planner::{self, CandidateEntry, Plan, PlanError};
+use rackflow_domain::run::{
+    OperationRun, OperationRunTarget, Page, PhaseScope, RunConfiguration, RunListFilter, RunReason,
+    RunStats, RunStatus, TargetQuery, TargetStatus,
+};
+use rackflow_domain::target::{ComponentFilter, ComponentTarget, RackIdentifier, TargetSpec};
+use rackflow_domain::{ComponentType, ComponentsByType};
+use rackflow_store::{ComponentFilterQuery, RackFilter, Store};
+use uuid::Uuid;
+
+use crate::error::{EngineError, LookupKind};
+
+/// Page size used when the manager pages through the store itself.
+const READ_PAGE: i64 = 100;
+
+/// A validated request to create (or preview) a run.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    /// Already trimmed and non-empty.
+    pub name: String,
+    pub description: String,
+    /// Effective configuration: seeds generated, defaults filled.
+    pub configuration: RunConfiguration,
+}
+
+/// A plan with the racks it names, for previews.
+#[derive(Debug, Clone)]
+pub struct PlanPreview {
+    pub plan: Plan,
+    pub racks: HashMap<Uuid, Rack>,
+}
+
+/// A target page with the external ids of its racks.
+#[derive(Debug, Clone)]
+pub struct TargetPage {
+    pub targets: Vec<(OperationRunTarget, String)>,
+    pub total: i64,
+}
+
+/// A planning failure before it is wrapped with its pipeline step.
+struct LookupError {
+    kind: LookupKind,
+    message: String,
+}
+
+impl LookupError {
+    fn other(message: impl Into<String>) -> Self {
+        LookupError {
+            kind: LookupKind::Other,
+            message: message.into(),
+        }
+    }
+
+    fn wrap(self, context: &str) -> Self {
+        LookupError {
+            kind: self.kind,
+            message: format!("{context}: {}", self.message),
+        }
+    }
+}
+
+impl From<rackflow_store::StoreError> for LookupError {
+    fn from(e: rackflow_store::StoreError) -> Self {
+        LookupError::other(e.to_string())
+    }
+}
+
+impl From<PlanError> for LookupError {
+    fn from(e: PlanError) -> Self {
+        LookupError::other(e.to_string())
+    }
+}
+
+/// Creates, previews and reads operation runs.
+#[derive(Clone)]
+pub struct RunManager {
+    store: Arc<dyn Store>,
+    /// Candidate limit (decision D5: racks after merging); 0 = unlimited.
+    max_candidate_targets: usize,
+}
+
+impl RunManager {
+    pub fn new(store: Arc<dyn Store>, max_candidate_targets: usize) -> Self {
+        RunManager {
+            store,
+            max_candidate_targets,
+        }
+    }
+
+    /// Plans a run as `create` would, persisting nothing.
+    pub async fn preview(&self, run: &NewRun) -> Result<PlanPreview, EngineError> {
+        let plan = self.plan(&run.configuration).await?;
+        let ids: Vec<Uuid> = plan.targets.iter().map(|t| t.rack_id).collect();
+        let racks = self
+            .store
+            .racks_get_many(&ids)
+            .await?
+            .into_iter()
+            .map(|r| (r.id, r))
+            .collect();
+        Ok(PlanPreview { plan, racks })
+    }
+
+    /// Plans the run and writes it with all its targets in one transaction.
+    pub async fn create(&self, run: &NewRun) -> Result<Uuid, EngineError> {
+        let plan = self.plan(&run.configuration).await?;
+        let now = Utc::now();
+        let id = Uuid::new_v4();
+        let record = OperationRun {
+            id,
+            name: run.name.clone(),
+            description: run.description.clone(),
+            status: RunStatus::Pending,
+            reason: RunReason::None,
+            status_message: String::new(),
+            current_phase_index: 0,
+            total_phases: plan.total_phases(),
+            configuration: run.configuration.clone(),
+            created_at: now,
+            updated_at: now,
+            started_at: None,
+            finished_at: None,
+        };
+        let mut targets = Vec::with_capacity(plan.targets.len());
+        for (i, planned) in plan.targets.iter().enumerate() {
+            planned.components_by_type.validate().map_err(|e| {
+                EngineError::PlanInvalid(format!(
+                    "operation run target {i} components_by_type: {e}"
+                ))
+            })?;
+            targets.push(OperationRunTarget {
+                id: Uuid::new_v4(),
+                operation_run_id: id,
+                rack_id: planned.rack_id,
+                sequence_index: planned.sequence_index,
+                phase_index: planned.phase_index,
+                components_by_type: planned.components_by_type.clone(),
+                task_id: None,
+                status: TargetStatus::Pending,
+                message: String::new(),
+                retry_after: None,
+                retry_state: None,
+                created_at: now,
+                updated_at: now,
+            });
+        }
+        self.store.run_create(&record, &targets).await?;
+        tracing::info!(run_id = %id, name = %run.name, targets = targets.len(), phases = record.total_phases, "operation run created");
+        Ok(id)
+    }
+
+    /// The whole planning pipeline of spec §2.1; an empty plan is an error.
+    pub async fn plan(&self, config: &RunConfiguration) -> Result<Plan, EngineError> {
+        let plan = self.plan_inner(config).await.map_err(|e| match e {
+            PlanFailure::Invalid(err) => EngineError::PlanInvalid(err.to_string()),
+            PlanFailure::Lookup(err) => EngineError::Plan {
+                kind: err.kind,
+                message: format!("plan operation run targets: {}", err.message),
+            },
+        })?;
+        if plan.targets.is_empty() {
+            return Err(EngineError::NoPlannedTargets);
+        }
+        Ok(plan)
+    }
+
+    async fn plan_inner(&self, config: &RunConfiguration) -> Result<Plan, PlanFailure> {
+        let template = &config.operation;
+        let (source, base) = match &template.target_spec {
+            Some(spec) => ("target_spec scope", self.resolve_spec(spec).await),
+            None => (
+                "default scope",
+                self.default_scope(
+                    template
+                        .target_scope
+                        .default_scope_component_filter
+                        .as_ref(),
+                )
+                .await,
+            ),
+        };
+        let base = base.map_err(|e| e.wrap(&format!("build {source}")))?;
+        let candidates = planner::normalize_candidates(base)
+            .map_err(|e| LookupError::from(e).wrap(&format!("normalize {source}")))?;
+        planner::check_candidate_limit(candidates.len(), self.max_candidate_targets)
+            .map_err(|e| LookupError::from(e).wrap(&format!("build {source}")))?;
+        if candidates.is_empty() {
+            return Ok(Plan::default());
+        }
+
+        let excluded_ids = &template.target_scope.excluded_operation_run_ids;
+        let candidates = if excluded_ids.is_empty() {
+            candidates
+        } else {
+            let excluded = self.excluded_scope(excluded_ids).await.map_err(|e| {
+                let ids: Vec<String> = excluded_ids.iter().map(Uuid::to_string).collect();
+                e.wrap(&format!(
+                    "resolve excluded operation runs [{}]",
+                    ids.join(" ")
+                ))
+            })?;
+            planner::subtract_exclusions(candidates, &excluded)
+        };
+        if candidates.is_empty() {
+            return Ok(Plan::default());
+        }
+        planner::plan_targets(
+            candidates,
+            &config.selector,
+            &config.options.ordering_policy,
+            &config.options.phase_policy.plan,
+        )
+        .map_err(|e| match e {
+            PlanError::ZeroTargetPhase { .. } | PlanError::CountOverflow => PlanFailure::Invalid(e),
+            other => PlanFailure::Lookup(other.into()),
+        })
+    }
+
+    /// Every non-deleted rack with at least one component passing `filter`.
+    async fn default_scope(
+        &self,
+        filter: Option<&ComponentFilter>,
+    ) -> Result<Vec<CandidateEntry>, LookupError> {
+        let limit = self.max_candidate_targets;
+        let mut out = Vec::new();
+        let mut offset = 0i64;
+        loop {
+            let (racks, total) = self
+                .store
+                .rack_list(
+                    &RackFilter::default(),
+                    Page {
+                        offset,
+                        limit: READ_PAGE,
+                    },
+                )
+                .await?;
+            if racks.is_empty() {
+                break;
+            }
+            let ids: Vec<Uuid> = racks.iter().map(|r| r.id).collect();
+            let components = self.store.components_of_racks(&ids).await?;
+            let mut by_rack: HashMap<Uuid, ComponentsByType> = HashMap::new();
+            for c in &components {
+                let Some(rack_id) = c.rack_id else { continue };
+                if filter.is_none_or(|f| f.matches(c.component_type, c.id)) {
+                    by_rack
+                        .entry(rack_id)
+                        .or_default()
+                        .push(c.component_type, c.id);
+                }
+            }
+            for rack in &racks {
+                if let Some(components) = by_rack.remove(&rack.id) {
+                    out.push(CandidateEntry {
+                        rack_id: rack.id,
+                        components,
+                    });
+                }
+            }
+            // Stop reading as soon as the limit is known to be exceeded.
+            planner::check_candidate_limit(out.len(), limit)?;
+            offset += racks.len() as i64;
+            if offset >= total {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn resolve_spec(&self, spec: &TargetSpec) -> Result<Vec<CandidateEntry>, LookupError> {
+        match spec {
+            TargetSpec::Racks(targets) => {
+                let mut out = Vec::new();
+                for (i, target) in targets.iter().enumerate() {
+                    let wrap = |e: LookupError| e.wrap(&format!("rack target {i}"));
+                    let rack = self.resolve_rack(&target.identifier).await.map_err(wrap)?;
+                    let components = self
+                        .store
+                        .components_of_racks(&[rack.id])
+                        .await
+                        .map_err(|e| wrap(e.into()))?;
+                    let set = filter_by_types(&components, &target.component_types);
+                    if !set.is_empty() {
+                        out.push(CandidateEntry {
+                            rack_id: rack.id,
+                            components: set,
+                        });
+                    }
+                }
+                Ok(out)
+            }
+            TargetSpec::Components(targets) => {
+                let mut out = Vec::new();
+                for (i, target) in targets.iter().enumerate() {
+                    let component = self
+                        .resolve_component(target)
+                        .await
+                        .map_err(|e| e.wrap(&format!("component target {i}")))?;
+                    let Some(rack_id) = component.rack_id else {
+                        return Err(LookupError::other(format!(
+                            "component target {i} component {} is not assigned to a rack",
+                            component.id
+                        )));
+                    };
+                    let mut set = ComponentsByType::new();
+                    set.push(component.component_type, component.id);
+                    out.push(CandidateEntry {
+                        rack_id,
+                        components: set,
+                    });
+                }
+                Ok(out)
+            }
+            TargetSpec::NvlDomains(targets) => {
+                // The inventory has no NVLink domains yet, so every domain
+                // target is unknown.
+                let i = 0;
+                let name = targets
+                    .first()
+                    .map(|t| format!("{:?}", t.identifier))
+                    .unwrap_or_default();
+                Err(LookupError {
+                    kind: LookupKind::NotFound,
+                    message: format!(
+                        "NVLink domain rack target {i}: NVLink domain {name} not found"
+                    ),
+                })
+            }
+        }
+    }
+
+    async fn resolve_rack(&self, identifier: &RackIdentifier) -> Result<Rack, LookupError> {
+        let not_found = |what: String| LookupError {
+            kind: LookupKind::NotFound,
+            message: format!("rack {what} not found"),
+        };
+        match identifier {
+            RackIdentifier::Id(id) => self
+                .store
+                .rack_get(*id, false)
+                .await?
+                .ok_or_else(|| not_found(id.to_string())),
+            RackIdentifier::ExternalId(ext) => self
+                .store
+                .rack_get_by_external_id(ext)
+                .await?
+                .ok_or_else(|| not_found(format!("external_id={ext}"))),
+            RackIdentifier::Name(name) => {
+                let mut racks = self.store.rack_get_by_name(name).await?;
+                match racks.len() {
+                    0 => Err(not_found(format!("name={name}"))),
+                    1 => Ok(racks.remove(0)),
+                    _ => Err(LookupError {
+                        kind: LookupKind::Ambiguous,
+                        message: format!("rack name={name} is ambiguous"),
+                    }),
+                }
+            }
+        }
+    }
+
+    async fn resolve_component(&self, target: &ComponentTarget) -> Result<Component, LookupError> {
+        match target {
+            ComponentTarget::Id(id) => {
+                self.store
+                    .component_get(*id)
+                    .await?
+                    .ok_or_else(|| LookupError {
+                        kind: LookupKind::NotFound,
+                        message: format!("component {id} not found"),
+                    })
+            }
+            ComponentTarget::External { component_type, id } => {
+                let found = match rackflow_domain::inventory::normalize_mac(id) {
+                    Some(mac) => self.store.components_by_bmc_mac(&mac).await?,
+                    None => {
+                        let query = ComponentFilterQuery {
+                            external_ids: vec![id.clone()],
+                            ..Default::default()
+                        };
+                        self.store
+                            .component_list(
+                                &query,
+                                Page {
+                                    offset: 0,
+                                    limit: 0,
+                                },
+                            )
+                            .await?
+                            .0
+                    }
+                };
+                let mut matches: Vec<Component> = found
+                    .into_iter()
+                    .filter(|c| {
+                        *component_type == ComponentType::Unknown
+                            || c.component_type == *component_type
+                    })
+                    .collect();
+                match matches.len() {
+                    0 => Err(LookupError {
+                        kind: LookupKind::NotFound,
+                        message: format!("component external_id={id} not found"),
+                    }),
+                    1 => Ok(matches.remove(0)),
+                    _ => Err(LookupError {
+                        kind: LookupKind::Ambiguous,
+                        message: format!("component external_id={id} is ambiguous"),
+                    }),
+                }
+            }
+        }
+    }
+
+    /// All materialised targets of the excluded runs, merged by rack.
+    async fn excluded_scope(&self, run_ids: &[Uuid]) -> Result<Vec<CandidateEntry>, LookupError> {
+        let mut rows = Vec::new();
+        for run_id in run_ids {
+            if self.store.run_get(*run_id).await?.is_none() {
+                return Err(LookupError::other(format!(
+                    "operation run not found: {run_id}"
+                )));
+            }
+            let query = TargetQuery {
+                operation_run_id: *run_id,
+                status: None,
+                phase_scope: PhaseScope::All,
+                current_phase_index: 0,
+                page: Page {
+                    offset: 0,
+                    limit: 0,
+                },
+            };
+            let (targets, _) = self.store.run_targets_list(&query).await?;
+            rows.extend(targets.into_iter().map(|t| CandidateEntry {
+                rack_id: t.rack_id,
+                components: t.components_by_type,
+            }));
+            let merged = planner::normalize_candidates(rows.clone())?;
+            planner::check_candidate_limit(merged.len(), self.max_candidate_targets)?;
+        }
+        Ok(planner::normalize_candidates(rows)?)
+    }
+
+    /// A run, with stats when asked (spec §4.8).
+    pub async fn get(
+        &self,
+        id: Uuid,
+        include_stats: bool,
+    ) -> Result<(OperationRun, Option<RunStats>), EngineError> {
+        let run = self
+            .store
+            .run_get(id)
+            .await?
+            .ok_or(EngineError::RunNotFound(id))?;
+        if !include_stats {
+            return Ok((run, None));
+        }
+        let mut stats = RunStats::default();
+        let mut offset = 0;
+        loop {
+            let query = TargetQuery {
+                operation_run_id: id,
+                status: None,
+                phase_scope: PhaseScope::CurrentAndCompleted,
+                current_phase_index: run.current_phase_index,
+                page: Page {
+                    offset,
+                    limit: READ_PAGE,
+                },
+            };
+            let (targets, total) = self.store.run_targets_list(&query).await?;
+            if offset >= total {
+                break;
+            }
+            if targets.is_empty() {
+                return Err(EngineError::StatsGap { offset, total });
+            }
+            for t in &targets {
+                stats.add(t.phase_index, t.status);
+            }
+            offset += targets.len() as i64;
+        }
+        Ok((run, Some(stats)))
+    }
+
+    pub async fn list(
+        &self,
+        filter: &RunListFilter,
+        page: Page,
+    ) -> Result<(Vec<OperationRun>, i64), EngineError> {
+        Ok(self.store.run_list(filter, page).await?)
+    }
+
+    /// Targets of a run in a phase scope, each with its rack's external id.
+    pub async fn list_targets(
+        &self,
+        run_id: Uuid,
+        status: Option<TargetStatus>,
+        phase_scope: PhaseScope,
+        page: Page,
+    ) -> Result<TargetPage, EngineError> {
+        let run = self
+            .store
+            .run_get(run_id)
+            .await?
+            .ok_or(EngineError::RunNotFound(run_id))?;
+        let query = TargetQuery {
+            operation_run_id: run_id,
+            status,
+            phase_scope,
+            current_phase_index: run.current_phase_index,
+            page,
+        };
+        let (targets, total) = self.store.run_targets_list(&query).await?;
+        let ids: Vec<Uuid> = targets.iter().map(|t| t.rack_id).collect();
+        let external: HashMap<Uuid, Option<String>> = self
+            .store
+            .racks_get_many(&ids)
+            .await?
+            .into_iter()
+            .map(|r| (r.id, r.external_id))
+            .collect();
+        let mut out = Vec::with_capacity(targets.len());
+        for t in targets {
+            match external.get(&t.rack_id).cloned().flatten() {
+                Some(ext) if !ext.is_empty() => out.push((t, ext)),
+                _ => return Err(EngineError::RackWithoutExternalId(t.rack_id)),
+            }
+        }
+        Ok(TargetPage {
+            targets: out,
+            total,
+        })
+    }
+}
+
+enum PlanFailure {
+    /// Bad input discovered by phase allocation (InvalidArgument).
+    Invalid(PlanError),
+    Lookup(LookupError),
+}
+
+impl From<LookupError> for PlanFailure {
+    fn from(e: LookupError) -> Self {
+        PlanFailure::Lookup(e)
+    }
+}
+
+/// The components of one rack whose type is in `types` (all when empty).
+fn filter_by_types(components: &[Component], types: &[ComponentType]) -> ComponentsByType {
+    let mut set = ComponentsByType::new();
+    for c in components {
+        if types.is_empty() || types.contains(&c.component_type) {
+            set.push(c.component_type, c.id);
+        }
+    }
+    set
+}

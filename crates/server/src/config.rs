@@ -1,0 +1,205 @@
+//! The flow server's configuration: every default in one place.
+//!
+//! Layers, later wins: built-in defaults → TOML file (`--config`) → environment
+//! (`RACKFLOW_LISTEN`, `RACKFLOW_DB`, `DATABASE_URL`, `RACKFLOW_MAX_CANDIDATE_TARGETS`)
+//! → command-line flags (applied by the binary on the loaded struct).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Default gRPC listen address (the reference's port).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+/// Default SQLite database file, relative to the working directory.
+pub const DEFAULT_SQLITE_PATH: &str = "./rackflow.db";
+/// How long graceful shutdown waits for in-flight RPCs before giving up.
+pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 10;
+
+/// Whole server configuration. Field docs are the documentation of the TOML
+/// file (see `docs/configuration.md`).
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// gRPC listen address.
+    pub listen: SocketAddr,
+    pub database: DatabaseConfig,
+    pub planner: PlannerConfig,
+    /// Seconds graceful shutdown waits for in-flight RPCs.
+    pub shutdown_grace_secs: u64,
+}
+
+/// Where runs and inventory are stored. `url` (PostgreSQL) wins over
+/// `sqlite_path` when set.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// SQLite file (embedded default), created if missing, WAL mode.
+    pub sqlite_path: PathBuf,
+    /// PostgreSQL URL, e.g. `postgres://user:pass@host:5432/db`. May hold a
+    /// password: never logged, redacted in `Debug`.
+    pub url: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlannerConfig {
+    /// Most rack targets one run may consider before selection (decision D5:
+    /// counted per rack after merging). 0 = unlimited.
+    pub max_candidate_targets: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: DEFAULT_LISTEN
+                .parse()
+                .expect("DEFAULT_LISTEN is a valid address"),
+            database: DatabaseConfig::default(),
+            planner: PlannerConfig::default(),
+            shutdown_grace_secs: DEFAULT_SHUTDOWN_GRACE_SECS,
+        }
+    }
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        DatabaseConfig {
+            sqlite_path: PathBuf::from(DEFAULT_SQLITE_PATH),
+            url: None,
+        }
+    }
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        PlannerConfig {
+            max_candidate_targets: rackflow_domain::planner::DEFAULT_MAX_CANDIDATE_TARGETS,
+        }
+    }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("database", &self.database)
+            .field("planner", &self.planner)
+            .field("shutdown_grace_secs", &self.shutdown_grace_secs)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for DatabaseConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseConfig")
+            .field("sqlite_path", &self.sqlite_path)
+            .field("url", &self.url.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// A configuration file or environment value that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("parse config file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    #[error("environment variable {name}: {detail}")]
+    Env { name: &'static str, detail: String },
+}
+
+impl Config {
+    /// Defaults, then the TOML file if given, then the environment.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut config = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                toml::from_str(&text).map_err(|source| ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    source,
+                })?
+            }
+            None => Config::default(),
+        };
+        config.apply_env(|name| std::env::var(name).ok())?;
+        Ok(config)
+    }
+
+    /// Applies environment overrides read through `get` (injectable for tests).
+    pub fn apply_env(
+        &mut self,
+        get: impl Fn(&'static str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        if let Some(listen) = get("RACKFLOW_LISTEN") {
+            self.listen = listen.parse().map_err(|e| ConfigError::Env {
+                name: "RACKFLOW_LISTEN",
+                detail: format!("{e}"),
+            })?;
+        }
+        if let Some(path) = get("RACKFLOW_DB") {
+            self.database.sqlite_path = PathBuf::from(path);
+        }
+        if let Some(url) = get("DATABASE_URL").filter(|u| !u.trim().is_empty()) {
+            self.database.url = Some(url);
+        }
+        if let Some(limit) = get("RACKFLOW_MAX_CANDIDATE_TARGETS") {
+            self.planner.max_candidate_targets = limit.parse().map_err(|e| ConfigError::Env {
+                name: "RACKFLOW_MAX_CANDIDATE_TARGETS",
+                detail: format!("{e}"),
+            })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_documented_values() {
+        let c = Config::default();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:50051");
+        assert_eq!(c.database.sqlite_path, PathBuf::from("./rackflow.db"));
+        assert!(c.database.url.is_none());
+        assert_eq!(c.planner.max_candidate_targets, 100);
+    }
+
+    #[test]
+    fn file_then_env_override() {
+        let mut c: Config =
+            toml::from_str("listen = \"127.0.0.1:6000\"\n[planner]\nmax_candidate_targets = 0\n")
+                .unwrap();
+        assert_eq!(c.listen.port(), 6000);
+        assert_eq!(c.planner.max_candidate_targets, 0);
+        c.apply_env(|name| match name {
+            "DATABASE_URL" => Some("postgres://u:secret@h/db".into()),
+            "RACKFLOW_LISTEN" => Some("127.0.0.1:7000".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.listen.port(), 7000);
+        assert!(!format!("{c:?}").contains("secret"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_env_are_rejected() {
+        assert!(toml::from_str::<Config>("lisen = \"x\"").is_err());
+        let mut c = Config::default();
+        let err = c
+            .apply_env(|name| (name == "RACKFLOW_LISTEN").then(|| "nope".to_string()))
+            .unwrap_err();
+        assert!(err.to_string().contains("RACKFLOW_LISTEN"));
+    }
+}

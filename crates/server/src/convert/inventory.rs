@@ -1,0 +1,294 @@
+//! Inventory messages: racks, components and BMCs.
+
+use chrono::Utc;
+use rackflow_api::v1 as pb;
+use rackflow_domain::ComponentType;
+use rackflow_domain::inventory::{
+    Bmc, BmcType, Component, Location, Position, Rack, normalize_mac,
+};
+use rackflow_store::{ComponentFilterQuery, ComponentPatch, RackFilter};
+use uuid::Uuid;
+
+use super::{Checked, Invalid, invalid, parse_uuid, pb_uuid};
+
+fn non_empty(s: &str) -> Option<String> {
+    let t = s.trim();
+    (!t.is_empty()).then(|| t.to_string())
+}
+
+fn bmcs(field: &str, list: &[pb::BmcInfo]) -> Checked<Vec<Bmc>> {
+    let mut out = Vec::with_capacity(list.len());
+    for (i, b) in list.iter().enumerate() {
+        let mac = normalize_mac(&b.mac_address).ok_or_else(|| {
+            Invalid(format!(
+                "{field}.bmcs[{i}].mac_address {:?} is not a MAC address",
+                b.mac_address
+            ))
+        })?;
+        let bmc_type = match pb::BmcType::try_from(b.r#type) {
+            Ok(pb::BmcType::Host) => BmcType::Host,
+            Ok(pb::BmcType::Dpu) => BmcType::Dpu,
+            Ok(pb::BmcType::Unknown) => BmcType::Unknown,
+            Err(_) => return invalid(format!("{field}.bmcs[{i}].type is unknown")),
+        };
+        out.push(Bmc {
+            bmc_type,
+            mac_address: mac,
+            ip_address: b.ip_address.clone().filter(|ip| !ip.is_empty()),
+        });
+    }
+    Ok(out)
+}
+
+/// A new component from the wire; `field` names it in errors.
+pub fn new_component(field: &str, c: &pb::Component, rack_id: Option<Uuid>) -> Checked<Component> {
+    let component_type = match ComponentType::from_i32(c.r#type) {
+        Some(t) if t != ComponentType::Unknown => t,
+        _ => return invalid(format!("{field}.type is required (a known component type)")),
+    };
+    let info = c.info.clone().unwrap_or_default();
+    let position = c.position.unwrap_or_default();
+    let now = Utc::now();
+    Ok(Component {
+        id: Uuid::new_v4(),
+        rack_id,
+        component_type,
+        name: info.name.trim().to_string(),
+        manufacturer: info.manufacturer.trim().to_string(),
+        model: info.model.as_deref().and_then(non_empty),
+        serial_number: info.serial_number.trim().to_string(),
+        description: info.description.as_deref().and_then(non_empty),
+        firmware_version: c.firmware_version.trim().to_string(),
+        position: Position {
+            slot_id: position.slot_id,
+            tray_idx: position.tray_idx,
+            host_id: position.host_id,
+        },
+        bmcs: bmcs(field, &c.bmcs)?,
+        external_id: non_empty(&c.component_id),
+        power_state: non_empty(&c.power_state),
+        created_at: now,
+        updated_at: now,
+        deleted_at: None,
+    })
+}
+
+/// A new rack with its components from `CreateExpectedRack`.
+pub fn new_rack(rack: Option<&pb::Rack>) -> Checked<(Rack, Vec<Component>)> {
+    let Some(rack) = rack else {
+        return invalid("rack is required");
+    };
+    let info = rack.info.clone().unwrap_or_default();
+    let Some(name) = non_empty(&info.name) else {
+        return invalid("rack.info.name is required");
+    };
+    let id = match info.id.as_ref().filter(|u| !u.id.trim().is_empty()) {
+        Some(u) => match parse_uuid(&u.id) {
+            Ok(id) if !id.is_nil() => id,
+            _ => return invalid("rack.info.id must be a valid UUID"),
+        },
+        None => Uuid::new_v4(),
+    };
+    let location = rack.location.clone().unwrap_or_default();
+    let now = Utc::now();
+    let record = Rack {
+        id,
+        name,
+        manufacturer: info.manufacturer.trim().to_string(),
+        model: info.model.as_deref().and_then(non_empty),
+        serial_number: info.serial_number.trim().to_string(),
+        description: info.description.as_deref().and_then(non_empty),
+        location: Location {
+            region: location.region,
+            datacenter: location.datacenter,
+            room: location.room,
+            position: location.position,
+        },
+        external_id: non_empty(&rack.external_id),
+        nvl_domain_id: None,
+        created_at: now,
+        updated_at: now,
+        deleted_at: None,
+    };
+    let mut components = Vec::with_capacity(rack.components.len());
+    for (i, c) in rack.components.iter().enumerate() {
+        components.push(new_component(
+            &format!("rack.components[{i}]"),
+            c,
+            Some(id),
+        )?);
+    }
+    Ok((record, components))
+}
+
+fn device_info(
+    id: Uuid,
+    name: &str,
+    manufacturer: &str,
+    model: &Option<String>,
+    serial: &str,
+    description: &Option<String>,
+) -> pb::DeviceInfo {
+    pb::DeviceInfo {
+        id: Some(pb_uuid(id)),
+        name: name.to_string(),
+        manufacturer: manufacturer.to_string(),
+        model: model.clone(),
+        serial_number: serial.to_string(),
+        description: description.clone(),
+    }
+}
+
+pub fn pb_component(c: &Component, rack_external_id: Option<&str>) -> pb::Component {
+    pb::Component {
+        r#type: c.component_type as i32,
+        info: Some(device_info(
+            c.id,
+            &c.name,
+            &c.manufacturer,
+            &c.model,
+            &c.serial_number,
+            &c.description,
+        )),
+        firmware_version: c.firmware_version.clone(),
+        position: Some(pb::RackPosition {
+            slot_id: c.position.slot_id,
+            tray_idx: c.position.tray_idx,
+            host_id: c.position.host_id,
+        }),
+        bmcs: c
+            .bmcs
+            .iter()
+            .map(|b| pb::BmcInfo {
+                r#type: b.bmc_type as i32,
+                mac_address: b.mac_address.clone(),
+                ip_address: b.ip_address.clone(),
+            })
+            .collect(),
+        component_id: c.external_id.clone().unwrap_or_default(),
+        rack_id: c.rack_id.map(pb_uuid),
+        power_state: c.power_state.clone().unwrap_or_default(),
+        rack_external_id: rack_external_id.unwrap_or_default().to_string(),
+        ..Default::default()
+    }
+}
+
+pub fn pb_rack(r: &Rack, components: &[Component]) -> pb::Rack {
+    pb::Rack {
+        info: Some(device_info(
+            r.id,
+            &r.name,
+            &r.manufacturer,
+            &r.model,
+            &r.serial_number,
+            &r.description,
+        )),
+        location: Some(pb::Location {
+            region: r.location.region.clone(),
+            datacenter: r.location.datacenter.clone(),
+            room: r.location.room.clone(),
+            position: r.location.position.clone(),
+        }),
+        components: components
+            .iter()
+            .map(|c| pb_component(c, r.external_id.as_deref()))
+            .collect(),
+        nvl_domain_ids: r.nvl_domain_id.map(pb_uuid).into_iter().collect(),
+        task_stats: Some(pb::TaskStats::default()),
+        external_id: r.external_id.clone().unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
+/// Rack listing filters (`Filter` with a rack field; patterns are exact values).
+pub fn rack_filter(filters: &[pb::Filter], with_external_id_only: bool) -> Checked<RackFilter> {
+    let mut out = RackFilter {
+        with_external_id_only,
+        ..Default::default()
+    };
+    for (i, f) in filters.iter().enumerate() {
+        let patterns = f
+            .query_info
+            .as_ref()
+            .map(|q| q.patterns.clone())
+            .unwrap_or_default();
+        match f.field {
+            Some(pb::filter::Field::RackField(v)) => match pb::RackFilterField::try_from(v) {
+                Ok(pb::RackFilterField::Name) => out.names.extend(patterns),
+                Ok(pb::RackFilterField::Manufacturer) => out.manufacturers.extend(patterns),
+                Ok(pb::RackFilterField::Model) => out.models.extend(patterns),
+                _ => return invalid(format!("filters[{i}].rack_field is unsupported")),
+            },
+            _ => return invalid(format!("filters[{i}] must set a rack_field")),
+        }
+    }
+    Ok(out)
+}
+
+/// Component listing filters (`Filter` with a component field).
+pub fn component_filter(filters: &[pb::Filter], query: &mut ComponentFilterQuery) -> Checked<()> {
+    for (i, f) in filters.iter().enumerate() {
+        let patterns = f
+            .query_info
+            .as_ref()
+            .map(|q| q.patterns.clone())
+            .unwrap_or_default();
+        match f.field {
+            Some(pb::filter::Field::ComponentField(v)) => {
+                match pb::ComponentFilterField::try_from(v) {
+                    Ok(pb::ComponentFilterField::Name) => query.names.extend(patterns),
+                    Ok(pb::ComponentFilterField::Type) => {
+                        for p in patterns {
+                            let ty = ComponentType::parse(&p).ok_or_else(|| {
+                                Invalid(format!("filters[{i}]: unknown component type {p:?}"))
+                            })?;
+                            query.types.push(ty);
+                        }
+                    }
+                    _ => return invalid(format!("filters[{i}].component_field is unsupported")),
+                }
+            }
+            _ => return invalid(format!("filters[{i}] must set a component_field")),
+        }
+    }
+    Ok(())
+}
+
+/// `PatchComponent` fields. Position fields are patched when `update_mask`
+/// names them, or all three when `position` is given without a mask.
+pub fn component_patch(req: &pb::PatchComponentRequest) -> Checked<ComponentPatch> {
+    let mut patch = ComponentPatch {
+        firmware_version: req.firmware_version.clone(),
+        description: req.description.clone(),
+        bmcs: bmcs("patch", &req.bmcs)?,
+        ..Default::default()
+    };
+    if let Some(rack) = &req.rack_id {
+        patch.rack_id = Some(if rack.id.trim().is_empty() {
+            None
+        } else {
+            Some(parse_uuid(&rack.id).map_err(|e| Invalid(format!("rack_id: {e}")))?)
+        });
+    }
+    if let Some(pos) = req.position {
+        let paths: Vec<&str> = req
+            .update_mask
+            .as_ref()
+            .map(|m| m.paths.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        if paths.is_empty() {
+            patch.slot_id = Some(pos.slot_id);
+            patch.tray_idx = Some(pos.tray_idx);
+            patch.host_id = Some(pos.host_id);
+        }
+        for path in paths {
+            match path {
+                "position.slot_id" => patch.slot_id = Some(pos.slot_id),
+                "position.tray_idx" => patch.tray_idx = Some(pos.tray_idx),
+                "position.host_id" => patch.host_id = Some(pos.host_id),
+                other => return invalid(format!("update_mask path {other:?} is not supported")),
+            }
+        }
+    }
+    Ok(patch)
+}

@@ -1,0 +1,456 @@
+//! The `v1.Flow` service: thin handlers that convert, delegate and convert back.
+
+use std::sync::Arc;
+
+use rackflow_api::v1 as pb;
+use rackflow_api::v1::flow_server::Flow;
+use rackflow_domain::inventory::Rack;
+use rackflow_domain::run::Page;
+use rackflow_engine::runs::RunManager;
+use rackflow_store::{ComponentFilterQuery, Store};
+use tonic::{Request, Response, Status};
+use uuid::Uuid;
+
+use crate::convert::{self, RandomSeeds, parse_uuid, pb_uuid, wire_count};
+use crate::error::ApiError;
+
+type Reply<T> = Result<Response<T>, Status>;
+
+pub struct FlowService {
+    store: Arc<dyn Store>,
+    runs: RunManager,
+}
+
+impl FlowService {
+    pub fn new(store: Arc<dyn Store>, runs: RunManager) -> Self {
+        FlowService { store, runs }
+    }
+
+    /// A rack by UUID, or — when the id is not a UUID — by external id.
+    async fn find_rack(&self, id: Option<&pb::Uuid>) -> Result<Rack, ApiError> {
+        let text = id.map(|u| u.id.trim()).unwrap_or_default();
+        if text.is_empty() {
+            return Err(convert::Invalid("rack id is required".into()).into());
+        }
+        let found = match parse_uuid(text) {
+            Ok(uuid) => self.store.rack_get(uuid, false).await?,
+            Err(_) => self.store.rack_get_by_external_id(text).await?,
+        };
+        found.ok_or_else(|| ApiError::NotFound(format!("rack {text} not found")))
+    }
+
+    fn run_id(id: Option<&pb::Uuid>) -> Result<Uuid, ApiError> {
+        Ok(convert::required_id(id, "operation run ID is required")?)
+    }
+
+    /// Firmware credentials need encryption at rest, which needs a key; no key
+    /// is configured in this build, so non-empty credentials are refused
+    /// rather than stored in clear.
+    fn check_authentication_data(req: &pb::CreateOperationRunRequest) -> Result<(), ApiError> {
+        use pb::firmware_authentication_data::Value;
+        let present = req
+            .configuration
+            .as_ref()
+            .and_then(|c| c.operation.as_ref())
+            .and_then(|o| match &o.operation {
+                Some(pb::operation_run_operation::Operation::UpgradeFirmware(fw)) => {
+                    fw.authentication_data.as_ref()
+                }
+                None => None,
+            })
+            .and_then(|a| a.value.as_ref())
+            .is_some_and(|v| match v {
+                Value::Shared(s) => !s.is_empty(),
+                Value::PerComponent(p) => [&p.compute, &p.nvswitch, &p.powershelf]
+                    .iter()
+                    .any(|s| s.as_deref().is_some_and(|s| !s.is_empty())),
+            });
+        if present {
+            return Err(ApiError::FailedPrecondition(
+                "authentication_data requires a data encryption key, which is not configured"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[tonic::async_trait]
+impl Flow for FlowService {
+    async fn version(&self, _: Request<pb::VersionRequest>) -> Reply<pb::BuildInfo> {
+        Ok(Response::new(pb::BuildInfo {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            build_time: option_env!("RACKFLOW_BUILD_TIME").unwrap_or("").to_string(),
+            git_commit: option_env!("RACKFLOW_GIT_COMMIT").unwrap_or("").to_string(),
+        }))
+    }
+
+    async fn create_expected_rack(
+        &self,
+        req: Request<pb::CreateExpectedRackRequest>,
+    ) -> Reply<pb::CreateExpectedRackResponse> {
+        let (rack, components) =
+            convert::new_rack(req.get_ref().rack.as_ref()).map_err(ApiError::from)?;
+        self.store
+            .rack_create(&rack, &components)
+            .await
+            .map_err(ApiError::from)?;
+        tracing::info!(rack_id = %rack.id, name = %rack.name, components = components.len(), "rack created");
+        Ok(Response::new(pb::CreateExpectedRackResponse {
+            id: Some(pb_uuid(rack.id)),
+        }))
+    }
+
+    async fn get_rack_info_by_id(
+        &self,
+        req: Request<pb::GetRackInfoByIdRequest>,
+    ) -> Reply<pb::GetRackInfoResponse> {
+        let req = req.into_inner();
+        let rack = self.find_rack(req.id.as_ref()).await?;
+        let components = if req.with_components {
+            self.store
+                .components_of_racks(&[rack.id])
+                .await
+                .map_err(ApiError::from)?
+        } else {
+            Vec::new()
+        };
+        Ok(Response::new(pb::GetRackInfoResponse {
+            rack: Some(convert::pb_rack(&rack, &components)),
+        }))
+    }
+
+    async fn get_list_of_racks(
+        &self,
+        req: Request<pb::GetListOfRacksRequest>,
+    ) -> Reply<pb::GetListOfRacksResponse> {
+        let req = req.into_inner();
+        let filter = convert::rack_filter(&req.filters, req.with_external_id_only)
+            .map_err(ApiError::from)?;
+        let page = convert::page(req.pagination.as_ref()).map_err(ApiError::from)?;
+        let (racks, total) = self
+            .store
+            .rack_list(&filter, page)
+            .await
+            .map_err(ApiError::from)?;
+        let mut components_by_rack: std::collections::HashMap<Uuid, Vec<_>> = Default::default();
+        if req.with_components && !racks.is_empty() {
+            let ids: Vec<Uuid> = racks.iter().map(|r| r.id).collect();
+            for c in self
+                .store
+                .components_of_racks(&ids)
+                .await
+                .map_err(ApiError::from)?
+            {
+                if let Some(rack_id) = c.rack_id {
+                    components_by_rack.entry(rack_id).or_default().push(c);
+                }
+            }
+        }
+        Ok(Response::new(pb::GetListOfRacksResponse {
+            racks: racks
+                .iter()
+                .map(|r| {
+                    convert::pb_rack(
+                        r,
+                        components_by_rack
+                            .get(&r.id)
+                            .map(Vec::as_slice)
+                            .unwrap_or(&[]),
+                    )
+                })
+                .collect(),
+            total: wire_count(total),
+        }))
+    }
+
+    async fn delete_rack(
+        &self,
+        req: Request<pb::DeleteRackRequest>,
+    ) -> Reply<pb::DeleteRackResponse> {
+        let id = convert::required_id(req.get_ref().id.as_ref(), "rack id is required")
+            .map_err(ApiError::from)?;
+        if !self
+            .store
+            .rack_soft_delete(id)
+            .await
+            .map_err(ApiError::from)?
+        {
+            return Err(ApiError::NotFound(format!("rack {id} not found")).into());
+        }
+        tracing::info!(rack_id = %id, "rack deleted");
+        Ok(Response::new(pb::DeleteRackResponse {}))
+    }
+
+    async fn get_components(
+        &self,
+        req: Request<pb::GetComponentsRequest>,
+    ) -> Reply<pb::GetComponentsResponse> {
+        let req = req.into_inner();
+        let mut query = ComponentFilterQuery::default();
+        convert::component_filter(&req.filters, &mut query).map_err(ApiError::from)?;
+        if let Some(spec) = &req.target_spec {
+            use rackflow_domain::target::{ComponentTarget, RackIdentifier, TargetSpec};
+            match convert::target_spec(spec)
+                .map_err(|e| ApiError::Invalid(convert::Invalid(format!("target_spec: {e}"))))?
+            {
+                None => {}
+                Some(TargetSpec::Racks(racks)) => {
+                    for rack in racks {
+                        let found = match &rack.identifier {
+                            RackIdentifier::Id(id) => self
+                                .store
+                                .rack_get(*id, false)
+                                .await
+                                .map_err(ApiError::from)?,
+                            RackIdentifier::ExternalId(e) => self
+                                .store
+                                .rack_get_by_external_id(e)
+                                .await
+                                .map_err(ApiError::from)?,
+                            RackIdentifier::Name(n) => self
+                                .store
+                                .rack_get_by_name(n)
+                                .await
+                                .map_err(ApiError::from)?
+                                .into_iter()
+                                .next(),
+                        };
+                        let found = found.ok_or_else(|| {
+                            ApiError::NotFound(format!("rack {:?} not found", rack.identifier))
+                        })?;
+                        query.rack_ids.push(found.id);
+                        query.types.extend(rack.component_types);
+                    }
+                }
+                Some(TargetSpec::Components(components)) => {
+                    for c in components {
+                        match c {
+                            ComponentTarget::Id(id) => query.ids.push(id),
+                            ComponentTarget::External { id, .. } => query.external_ids.push(id),
+                        }
+                    }
+                }
+                Some(TargetSpec::NvlDomains(_)) => {
+                    return Err(ApiError::NotFound(
+                        "NVLink domains are not in this inventory".into(),
+                    )
+                    .into());
+                }
+            }
+        }
+        let page = convert::page(req.pagination.as_ref()).map_err(ApiError::from)?;
+        let (components, total) = self
+            .store
+            .component_list(&query, page)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::GetComponentsResponse {
+            components: components
+                .iter()
+                .map(|c| convert::pb_component(c, None))
+                .collect(),
+            total: wire_count(total),
+        }))
+    }
+
+    async fn add_component(
+        &self,
+        req: Request<pb::AddComponentRequest>,
+    ) -> Reply<pb::AddComponentResponse> {
+        let Some(component) = req.get_ref().component.as_ref() else {
+            return Err(ApiError::Invalid(convert::Invalid("component is required".into())).into());
+        };
+        let rack_id = match component
+            .rack_id
+            .as_ref()
+            .filter(|u| !u.id.trim().is_empty())
+        {
+            None => None,
+            Some(u) => {
+                let id = parse_uuid(&u.id).map_err(|e| {
+                    ApiError::Invalid(convert::Invalid(format!("component.rack_id: {e}")))
+                })?;
+                if self
+                    .store
+                    .rack_get(id, false)
+                    .await
+                    .map_err(ApiError::from)?
+                    .is_none()
+                {
+                    return Err(ApiError::NotFound(format!("rack {id} not found")).into());
+                }
+                Some(id)
+            }
+        };
+        let record =
+            convert::new_component("component", component, rack_id).map_err(ApiError::from)?;
+        self.store
+            .component_create(&record)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::AddComponentResponse {
+            component: Some(convert::pb_component(&record, None)),
+        }))
+    }
+
+    async fn patch_component(
+        &self,
+        req: Request<pb::PatchComponentRequest>,
+    ) -> Reply<pb::PatchComponentResponse> {
+        let req = req.into_inner();
+        let id = convert::required_id(req.id.as_ref(), "component id is required")
+            .map_err(ApiError::from)?;
+        let patch = convert::component_patch(&req).map_err(ApiError::from)?;
+        // The store refuses a patch to a missing rack with NotFound.
+        let updated = self
+            .store
+            .component_patch(id, &patch)
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(|| ApiError::NotFound(format!("component {id} not found")))?;
+        Ok(Response::new(pb::PatchComponentResponse {
+            component: Some(convert::pb_component(&updated, None)),
+        }))
+    }
+
+    async fn create_operation_run(
+        &self,
+        req: Request<pb::CreateOperationRunRequest>,
+    ) -> Reply<pb::CreateOperationRunResponse> {
+        let req = req.into_inner();
+        Self::check_authentication_data(&req)?;
+        let run = convert::new_run(&req, &mut RandomSeeds).map_err(ApiError::from)?;
+        let id = self.runs.create(&run).await.map_err(ApiError::from)?;
+        Ok(Response::new(pb::CreateOperationRunResponse {
+            id: Some(pb_uuid(id)),
+        }))
+    }
+
+    async fn preview_operation_run(
+        &self,
+        req: Request<pb::CreateOperationRunRequest>,
+    ) -> Reply<pb::PreviewOperationRunResponse> {
+        let req = req.into_inner();
+        Self::check_authentication_data(&req)?;
+        let run = convert::new_run(&req, &mut RandomSeeds).map_err(ApiError::from)?;
+        let preview = self.runs.preview(&run).await.map_err(ApiError::from)?;
+        let targets = preview
+            .plan
+            .targets
+            .iter()
+            .map(|t| {
+                let rack = preview.racks.get(&t.rack_id);
+                pb::PlannedOperationRunTarget {
+                    rack_id: Some(pb_uuid(t.rack_id)),
+                    rack_external_id: rack.and_then(|r| r.external_id.clone()).unwrap_or_default(),
+                    rack_name: rack.map(|r| r.name.clone()).unwrap_or_default(),
+                    sequence_index: t.sequence_index,
+                    phase_index: t.phase_index,
+                    components_by_type: Some(convert::components_by_type(&t.components_by_type)),
+                }
+            })
+            .collect();
+        Ok(Response::new(pb::PreviewOperationRunResponse {
+            configuration: Some(convert::configuration(&run.configuration)),
+            targets,
+            total_phases: preview.plan.total_phases(),
+            phase_sizes: convert::phase_sizes(&preview.plan.phase_sizes),
+            candidate_count: wire_count(preview.plan.candidate_count),
+        }))
+    }
+
+    async fn get_operation_run(
+        &self,
+        req: Request<pb::GetOperationRunRequest>,
+    ) -> Reply<pb::GetOperationRunResponse> {
+        let req = req.into_inner();
+        let id = Self::run_id(req.id.as_ref())?;
+        let (run, stats) = self
+            .runs
+            .get(id, req.include_stats)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::GetOperationRunResponse {
+            operation_run: Some(convert::operation_run(&run, stats.as_ref())),
+        }))
+    }
+
+    async fn list_operation_runs(
+        &self,
+        req: Request<pb::ListOperationRunsRequest>,
+    ) -> Reply<pb::ListOperationRunsResponse> {
+        let req = req.into_inner();
+        let filter = convert::run_list_filter(req.filter.as_ref()).map_err(ApiError::from)?;
+        let page = convert::page(req.pagination.as_ref()).map_err(ApiError::from)?;
+        let (runs, total) = self
+            .runs
+            .list(&filter, page)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListOperationRunsResponse {
+            operation_runs: runs.iter().map(convert::run_summary).collect(),
+            total: wire_count(total),
+        }))
+    }
+
+    async fn list_operation_run_targets(
+        &self,
+        req: Request<pb::ListOperationRunTargetsRequest>,
+    ) -> Reply<pb::ListOperationRunTargetsResponse> {
+        let req = req.into_inner();
+        let id = Self::run_id(req.operation_run_id.as_ref())?;
+        let status = convert::target_status_filter(req.status).map_err(ApiError::from)?;
+        let scope = convert::phase_scope(req.phase_scope).map_err(ApiError::from)?;
+        let page: Page = convert::page(req.pagination.as_ref()).map_err(ApiError::from)?;
+        let result = self
+            .runs
+            .list_targets(id, status, scope, page)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListOperationRunTargetsResponse {
+            targets: result
+                .targets
+                .iter()
+                .map(|(t, ext)| convert::run_target(t, ext))
+                .collect(),
+            total: wire_count(result.total),
+        }))
+    }
+
+    async fn pause_operation_run(
+        &self,
+        _: Request<pb::PauseOperationRunRequest>,
+    ) -> Reply<pb::OperationRun> {
+        Err(Status::unimplemented(
+            "PauseOperationRun arrives with the dispatcher",
+        ))
+    }
+
+    async fn resume_operation_run(
+        &self,
+        _: Request<pb::ResumeOperationRunRequest>,
+    ) -> Reply<pb::OperationRun> {
+        Err(Status::unimplemented(
+            "ResumeOperationRun arrives with the dispatcher",
+        ))
+    }
+
+    async fn advance_operation_run_phase(
+        &self,
+        _: Request<pb::AdvanceOperationRunPhaseRequest>,
+    ) -> Reply<pb::OperationRun> {
+        Err(Status::unimplemented(
+            "AdvanceOperationRunPhase arrives with the dispatcher",
+        ))
+    }
+
+    async fn cancel_operation_run(
+        &self,
+        _: Request<pb::CancelOperationRunRequest>,
+    ) -> Reply<pb::OperationRun> {
+        Err(Status::unimplemented(
+            "CancelOperationRun arrives with the dispatcher",
+        ))
+    }
+}

@@ -1,0 +1,555 @@
+//! Racks, components and BMCs: the inventory half of [`crate::Store`],
+//! written once for any [`Backend`].
+//!
+//! Conventions (both dialects):
+//! - empty optional text (`Some("")`) is stored as NULL and read back as
+//!   `None`;
+//! - BMC MAC addresses are stored normalised ([`normalize_mac`]; text that is
+//!   not a MAC is stored trimmed and lowercased), and lookups normalise too;
+//! - a component's BMCs come back ordered by MAC;
+//! - components list in the order rack id (unassigned last), type name,
+//!   slot, tray, name, id.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use rackflow_domain::ComponentType;
+use rackflow_domain::inventory::{Bmc, BmcType, Component, Position, Rack, normalize_mac};
+use rackflow_domain::run::Page;
+use uuid::Uuid;
+
+use crate::backend::{Backend, Txn, fetch_count};
+use crate::sql::{
+    Conditions, RowReader, Sql, UniqueKey, non_empty, now, opt_non_empty, to_json, write_error,
+};
+use crate::{ComponentFilterQuery, ComponentPatch, RackFilter, StoreError, StoreResult};
+
+const RACK_COLUMNS: &str = "id, name, manufacturer, serial_number, model, description, location, \
+     external_id, nvldomain_id, created_at, updated_at, deleted_at";
+
+const COMPONENT_COLUMNS: &str = "id, rack_id, type, name, manufacturer, model, serial_number, \
+     description, firmware_version, slot_id, tray_index, host_id, external_id, power_state, \
+     created_at, updated_at, deleted_at";
+
+/// Unassigned components (NULL rack) sort last in both dialects; PostgreSQL
+/// alone would put NULLs last and SQLite first.
+const COMPONENT_ORDER: &str = "(rack_id IS NULL), rack_id, type, slot_id, tray_index, name, id";
+
+/// Id lists are bound in chunks of this size, well below both dialects'
+/// parameter limits (SQLite 32766, PostgreSQL 65535).
+const ID_CHUNK: usize = 500;
+
+fn rack_from_row(row: &impl RowReader) -> StoreResult<Rack> {
+    Ok(Rack {
+        id: row.uuid("id")?,
+        name: row.text("name")?,
+        manufacturer: row.text("manufacturer")?,
+        model: row.opt_text("model")?,
+        serial_number: row.text("serial_number")?,
+        description: row.opt_text("description")?,
+        location: row.json("location")?,
+        external_id: row.opt_text("external_id")?,
+        nvl_domain_id: row.opt_uuid("nvldomain_id")?,
+        created_at: row.ts("created_at")?,
+        updated_at: row.ts("updated_at")?,
+        deleted_at: row.opt_ts("deleted_at")?,
+    })
+}
+
+/// A component row without its BMCs (see [`with_bmcs`]).
+fn component_from_row(row: &impl RowReader) -> StoreResult<Component> {
+    Ok(Component {
+        id: row.uuid("id")?,
+        rack_id: row.opt_uuid("rack_id")?,
+        component_type: component_type_from_db(&row.text("type")?)?,
+        name: row.text("name")?,
+        manufacturer: row.text("manufacturer")?,
+        model: row.opt_text("model")?,
+        serial_number: row.text("serial_number")?,
+        description: row.opt_text("description")?,
+        firmware_version: row.text("firmware_version")?,
+        position: Position {
+            slot_id: row.i32("slot_id")?,
+            tray_idx: row.i32("tray_index")?,
+            host_id: row.i32("host_id")?,
+        },
+        bmcs: Vec::new(),
+        external_id: row.opt_text("external_id")?,
+        power_state: row.opt_text("power_state")?,
+        created_at: row.ts("created_at")?,
+        updated_at: row.ts("updated_at")?,
+        deleted_at: row.opt_ts("deleted_at")?,
+    })
+}
+
+/// Storage name of a component type back to the type; `Unknown` included
+/// (the domain's `parse` refuses it as user input, but it is storable).
+fn component_type_from_db(name: &str) -> StoreResult<ComponentType> {
+    if name == ComponentType::Unknown.name() {
+        return Ok(ComponentType::Unknown);
+    }
+    ComponentType::parse(name).ok_or_else(|| StoreError::Decode {
+        what: "component.type",
+        detail: format!("unknown component type {name:?}"),
+    })
+}
+
+/// The stored form of a MAC address.
+fn mac_key(mac: &str) -> String {
+    normalize_mac(mac).unwrap_or_else(|| mac.trim().to_ascii_lowercase())
+}
+
+/// Sorted, de-duplicated ids. Chunks of a sorted list cover disjoint id
+/// ranges, so per-chunk queries ordered by id concatenate in id order.
+fn sorted_ids(ids: &[Uuid]) -> Vec<Uuid> {
+    let mut ids = ids.to_vec();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+async fn fetch_racks<B: Backend>(backend: &B, sql: Sql) -> StoreResult<Vec<Rack>> {
+    let rows = backend.fetch_all(sql).await?;
+    rows.iter().map(rack_from_row).collect()
+}
+
+/// Components of a query, with their BMCs.
+async fn fetch_components<B: Backend>(backend: &B, sql: Sql) -> StoreResult<Vec<Component>> {
+    let rows = backend.fetch_all(sql).await?;
+    let components = rows
+        .iter()
+        .map(component_from_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+    with_bmcs(backend, components).await
+}
+
+/// Loads the BMCs of `components` (a query per [`ID_CHUNK`] components).
+async fn with_bmcs<B: Backend>(
+    backend: &B,
+    mut components: Vec<Component>,
+) -> StoreResult<Vec<Component>> {
+    let mut by_component: HashMap<Uuid, Vec<Bmc>> = HashMap::new();
+    let ids: Vec<Uuid> = components.iter().map(|c| c.id).collect();
+    for chunk in ids.chunks(ID_CHUNK) {
+        let mut sql = Sql::default();
+        let list = sql.bind_list(chunk.iter().copied());
+        sql.push(&format!(
+            "SELECT mac_address, type, component_id, ip_address FROM bmc \
+             WHERE component_id IN {list} ORDER BY mac_address"
+        ));
+        for row in backend.fetch_all(sql).await? {
+            let type_name = row.text("type")?;
+            let bmc_type = BmcType::parse(&type_name).ok_or_else(|| StoreError::Decode {
+                what: "bmc.type",
+                detail: format!("unknown BMC type {type_name:?}"),
+            })?;
+            by_component
+                .entry(row.uuid("component_id")?)
+                .or_default()
+                .push(Bmc {
+                    bmc_type,
+                    mac_address: row.text("mac_address")?,
+                    ip_address: row.opt_text("ip_address")?,
+                });
+        }
+    }
+    for component in &mut components {
+        component.bmcs = by_component.remove(&component.id).unwrap_or_default();
+    }
+    Ok(components)
+}
+
+pub(crate) async fn rack_create<B: Backend>(
+    backend: &B,
+    rack: &Rack,
+    components: &[Component],
+) -> StoreResult<()> {
+    let now = now();
+    let insert = Sql::new(format!(
+        "INSERT INTO rack ({RACK_COLUMNS}) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, NULL)"
+    ))
+    .arg(rack.id)
+    .arg(rack.name.as_str())
+    .arg(rack.manufacturer.as_str())
+    .arg(rack.serial_number.as_str())
+    .arg(opt_non_empty(&rack.model))
+    .arg(opt_non_empty(&rack.description))
+    .arg(to_json("rack.location", &rack.location)?)
+    .arg(opt_non_empty(&rack.external_id))
+    .arg(rack.nvl_domain_id)
+    .arg(now);
+    let mut tx = backend.begin().await?;
+    tx.execute(insert).await.map_err(|e| {
+        write_error(
+            e,
+            |key| match key {
+                Some(UniqueKey::RackExternalId) => format!(
+                    "rack external_id {:?}",
+                    rack.external_id.as_deref().unwrap_or_default()
+                ),
+                Some(UniqueKey::RackManufacturerSerial) => format!(
+                    "rack manufacturer {:?} serial_number {:?}",
+                    rack.manufacturer, rack.serial_number
+                ),
+                _ => format!("rack id \"{}\"", rack.id),
+            },
+            || "referenced row".to_string(),
+        )
+    })?;
+    for component in components {
+        // The components of a rack belong to it, whatever their own field says.
+        insert_component(&mut tx, component, Some(rack.id), now).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Inserts a component row and its BMCs inside `tx`.
+async fn insert_component<T: Txn>(
+    tx: &mut T,
+    component: &Component,
+    rack_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    let insert = Sql::new(format!(
+        "INSERT INTO component ({COMPONENT_COLUMNS}) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, NULL)"
+    ))
+    .arg(component.id)
+    .arg(rack_id)
+    .arg(component.component_type.name())
+    .arg(component.name.as_str())
+    .arg(component.manufacturer.as_str())
+    .arg(opt_non_empty(&component.model))
+    .arg(component.serial_number.as_str())
+    .arg(opt_non_empty(&component.description))
+    .arg(component.firmware_version.as_str())
+    .arg(component.position.slot_id)
+    .arg(component.position.tray_idx)
+    .arg(component.position.host_id)
+    .arg(opt_non_empty(&component.external_id))
+    .arg(opt_non_empty(&component.power_state))
+    .arg(now);
+    tx.execute(insert).await.map_err(|e| {
+        write_error(
+            e,
+            |key| match key {
+                Some(UniqueKey::ComponentTypeExternalId) => format!(
+                    "component type {:?} external_id {:?}",
+                    component.component_type.name(),
+                    component.external_id.as_deref().unwrap_or_default()
+                ),
+                _ => format!("component id \"{}\"", component.id),
+            },
+            || format!("rack \"{}\"", rack_id.unwrap_or_default()),
+        )
+    })?;
+    for bmc in &component.bmcs {
+        let mac = mac_key(&bmc.mac_address);
+        let insert = Sql::new(
+            "INSERT INTO bmc (mac_address, type, component_id, ip_address) \
+             VALUES ($1, $2, $3, $4)",
+        )
+        .arg(mac.as_str())
+        .arg(bmc.bmc_type.name())
+        .arg(component.id)
+        .arg(opt_non_empty(&bmc.ip_address));
+        tx.execute(insert).await.map_err(|e| {
+            write_error(
+                e,
+                |_| format!("bmc mac_address {mac:?}"),
+                || format!("component \"{}\"", component.id),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn rack_get<B: Backend>(
+    backend: &B,
+    id: Uuid,
+    include_deleted: bool,
+) -> StoreResult<Option<Rack>> {
+    let deleted = if include_deleted {
+        ""
+    } else {
+        " AND deleted_at IS NULL"
+    };
+    let sql = Sql::new(format!(
+        "SELECT {RACK_COLUMNS} FROM rack WHERE id = $1{deleted}"
+    ))
+    .arg(id);
+    Ok(fetch_racks(backend, sql).await?.into_iter().next())
+}
+
+pub(crate) async fn rack_get_by_name<B: Backend>(
+    backend: &B,
+    name: &str,
+) -> StoreResult<Vec<Rack>> {
+    let sql = Sql::new(format!(
+        "SELECT {RACK_COLUMNS} FROM rack WHERE name = $1 AND deleted_at IS NULL ORDER BY id"
+    ))
+    .arg(name);
+    fetch_racks(backend, sql).await
+}
+
+pub(crate) async fn rack_get_by_external_id<B: Backend>(
+    backend: &B,
+    external_id: &str,
+) -> StoreResult<Option<Rack>> {
+    let sql = Sql::new(format!(
+        "SELECT {RACK_COLUMNS} FROM rack WHERE external_id = $1 AND deleted_at IS NULL"
+    ))
+    .arg(external_id);
+    Ok(fetch_racks(backend, sql).await?.into_iter().next())
+}
+
+/// Ordered by id.
+pub(crate) async fn racks_get_many<B: Backend>(
+    backend: &B,
+    ids: &[Uuid],
+) -> StoreResult<Vec<Rack>> {
+    let mut racks = Vec::new();
+    for chunk in sorted_ids(ids).chunks(ID_CHUNK) {
+        let mut sql = Sql::default();
+        let list = sql.bind_list(chunk.iter().copied());
+        sql.push(&format!(
+            "SELECT {RACK_COLUMNS} FROM rack WHERE id IN {list} ORDER BY id"
+        ));
+        racks.extend(fetch_racks(backend, sql).await?);
+    }
+    Ok(racks)
+}
+
+pub(crate) async fn rack_list<B: Backend>(
+    backend: &B,
+    filter: &RackFilter,
+    page: Page,
+) -> StoreResult<(Vec<Rack>, i64)> {
+    let mut cond = Conditions::default();
+    if !filter.include_deleted {
+        cond.add("deleted_at IS NULL".to_string());
+    }
+    for (column, values) in [
+        ("name", &filter.names),
+        ("manufacturer", &filter.manufacturers),
+        ("model", &filter.models),
+    ] {
+        if !values.is_empty() {
+            let list = cond.sql.bind_list(values.iter().map(String::as_str));
+            cond.add(format!("{column} IN {list}"));
+        }
+    }
+    if filter.with_external_id_only {
+        cond.add("external_id IS NOT NULL".to_string());
+    }
+    let total = fetch_count(backend, cond.count("rack")).await?;
+    if total == 0 {
+        return Ok((Vec::new(), 0));
+    }
+    let racks = fetch_racks(
+        backend,
+        cond.page(RACK_COLUMNS, "rack", "name ASC, id ASC", page),
+    )
+    .await?;
+    Ok((racks, total))
+}
+
+pub(crate) async fn rack_soft_delete<B: Backend>(backend: &B, id: Uuid) -> StoreResult<bool> {
+    let now = now();
+    let mut tx = backend.begin().await?;
+    let deleted = tx
+        .execute(
+            Sql::new(
+                "UPDATE rack SET deleted_at = $2, updated_at = $2 \
+                 WHERE id = $1 AND deleted_at IS NULL",
+            )
+            .arg(id)
+            .arg(now),
+        )
+        .await?;
+    if deleted == 0 {
+        return Ok(false);
+    }
+    tx.execute(
+        Sql::new(
+            "UPDATE component SET deleted_at = $2, updated_at = $2 \
+             WHERE rack_id = $1 AND deleted_at IS NULL",
+        )
+        .arg(id)
+        .arg(now),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+pub(crate) async fn component_create<B: Backend>(
+    backend: &B,
+    component: &Component,
+) -> StoreResult<()> {
+    let mut tx = backend.begin().await?;
+    insert_component(&mut tx, component, component.rack_id, now()).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Soft-deleted components included: the caller sees `deleted_at` (purge
+/// needs the deleted ones).
+pub(crate) async fn component_get<B: Backend>(
+    backend: &B,
+    id: Uuid,
+) -> StoreResult<Option<Component>> {
+    let sql = Sql::new(format!(
+        "SELECT {COMPONENT_COLUMNS} FROM component WHERE id = $1"
+    ))
+    .arg(id);
+    Ok(fetch_components(backend, sql).await?.into_iter().next())
+}
+
+pub(crate) async fn component_list<B: Backend>(
+    backend: &B,
+    filter: &ComponentFilterQuery,
+    page: Page,
+) -> StoreResult<(Vec<Component>, i64)> {
+    let mut cond = Conditions::default();
+    if !filter.include_deleted {
+        cond.add("deleted_at IS NULL".to_string());
+    }
+    if !filter.rack_ids.is_empty() {
+        let list = cond.sql.bind_list(filter.rack_ids.iter().copied());
+        cond.add(format!("rack_id IN {list}"));
+    }
+    if !filter.ids.is_empty() {
+        let list = cond.sql.bind_list(filter.ids.iter().copied());
+        cond.add(format!("id IN {list}"));
+    }
+    if !filter.types.is_empty() {
+        let list = cond.sql.bind_list(filter.types.iter().map(|t| t.name()));
+        cond.add(format!("type IN {list}"));
+    }
+    if !filter.external_ids.is_empty() {
+        let list = cond
+            .sql
+            .bind_list(filter.external_ids.iter().map(String::as_str));
+        cond.add(format!("external_id IN {list}"));
+    }
+    if !filter.names.is_empty() {
+        let list = cond.sql.bind_list(filter.names.iter().map(String::as_str));
+        cond.add(format!("name IN {list}"));
+    }
+    let total = fetch_count(backend, cond.count("component")).await?;
+    if total == 0 {
+        return Ok((Vec::new(), 0));
+    }
+    let components = fetch_components(
+        backend,
+        cond.page(COMPONENT_COLUMNS, "component", COMPONENT_ORDER, page),
+    )
+    .await?;
+    Ok((components, total))
+}
+
+pub(crate) async fn components_of_racks<B: Backend>(
+    backend: &B,
+    rack_ids: &[Uuid],
+) -> StoreResult<Vec<Component>> {
+    let mut components = Vec::new();
+    // Sorted chunks keep the overall rack-id-first order across queries.
+    for chunk in sorted_ids(rack_ids).chunks(ID_CHUNK) {
+        let mut sql = Sql::default();
+        let list = sql.bind_list(chunk.iter().copied());
+        sql.push(&format!(
+            "SELECT {COMPONENT_COLUMNS} FROM component \
+             WHERE rack_id IN {list} AND deleted_at IS NULL ORDER BY {COMPONENT_ORDER}"
+        ));
+        components.extend(fetch_components(backend, sql).await?);
+    }
+    Ok(components)
+}
+
+/// Non-deleted components only: this resolves identifiers of live inventory.
+pub(crate) async fn components_by_bmc_mac<B: Backend>(
+    backend: &B,
+    mac: &str,
+) -> StoreResult<Vec<Component>> {
+    let sql = Sql::new(format!(
+        "SELECT {COMPONENT_COLUMNS} FROM component \
+         WHERE id IN (SELECT component_id FROM bmc WHERE mac_address = $1) \
+         AND deleted_at IS NULL ORDER BY {COMPONENT_ORDER}"
+    ))
+    .arg(mac_key(mac));
+    fetch_components(backend, sql).await
+}
+
+/// Patches a non-deleted component. A BMC whose MAC belongs to another
+/// component is refused with `AlreadyExists` (it is not moved).
+pub(crate) async fn component_patch<B: Backend>(
+    backend: &B,
+    id: Uuid,
+    patch: &ComponentPatch,
+) -> StoreResult<Option<Component>> {
+    let now = now();
+    let mut update = Sql::default();
+    let mut sets = vec![format!("updated_at = {}", update.bind(now))];
+    if let Some(v) = &patch.firmware_version {
+        sets.push(format!("firmware_version = {}", update.bind(v.as_str())));
+    }
+    if let Some(v) = patch.slot_id {
+        sets.push(format!("slot_id = {}", update.bind(v)));
+    }
+    if let Some(v) = patch.tray_idx {
+        sets.push(format!("tray_index = {}", update.bind(v)));
+    }
+    if let Some(v) = patch.host_id {
+        sets.push(format!("host_id = {}", update.bind(v)));
+    }
+    if let Some(v) = &patch.description {
+        sets.push(format!("description = {}", update.bind(non_empty(v))));
+    }
+    if let Some(v) = patch.rack_id {
+        sets.push(format!("rack_id = {}", update.bind(v)));
+    }
+    let id_param = update.bind(id);
+    update.push(&format!(
+        "UPDATE component SET {} WHERE id = {id_param} AND deleted_at IS NULL",
+        sets.join(", ")
+    ));
+
+    let mut tx = backend.begin().await?;
+    let updated = tx.execute(update).await.map_err(|e| {
+        write_error(
+            e,
+            |_| format!("component id \"{id}\""),
+            || format!("rack \"{}\"", patch.rack_id.flatten().unwrap_or_default()),
+        )
+    })?;
+    if updated == 0 {
+        return Ok(None);
+    }
+    for bmc in &patch.bmcs {
+        let mac = mac_key(&bmc.mac_address);
+        // Upsert restricted to this component's own rows: a MAC owned by
+        // another component leaves the row alone and affects nothing.
+        let upsert = Sql::new(
+            "INSERT INTO bmc (mac_address, type, component_id, ip_address) \
+             VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (mac_address) DO UPDATE \
+             SET type = excluded.type, ip_address = excluded.ip_address \
+             WHERE bmc.component_id = excluded.component_id",
+        )
+        .arg(mac.as_str())
+        .arg(bmc.bmc_type.name())
+        .arg(id)
+        .arg(opt_non_empty(&bmc.ip_address));
+        let affected = tx.execute(upsert).await?;
+        if affected == 0 {
+            return Err(StoreError::AlreadyExists(format!(
+                "bmc mac_address {mac:?}"
+            )));
+        }
+    }
+    tx.commit().await?;
+    component_get(backend, id).await
+}

@@ -1,0 +1,115 @@
+//! The PostgreSQL store (clustered deployments): connecting, migrations, and
+//! PostgreSQL's native encodings of the shared statement arguments and
+//! columns (UUID, TIMESTAMPTZ, JSONB).
+//!
+//! Connection URLs may carry passwords: they are never logged, and the
+//! store's errors never include them.
+
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Postgres, Row};
+use uuid::Uuid;
+
+use crate::StoreResult;
+use crate::backend::sqlx_backend;
+use crate::sql::{Arg, RowReader, Sql};
+
+/// Pool size per replica.
+const MAX_CONNECTIONS: u32 = 10;
+
+/// [`crate::Store`] on PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects with a `postgres://` URL and applies the migrations (under
+    /// sqlx's advisory lock, so replicas starting together migrate once).
+    pub async fn connect(url: &str) -> StoreResult<PgStore> {
+        PgStore::connect_with(PgConnectOptions::from_str(url)?).await
+    }
+
+    /// [`PgStore::connect`] with options built in code (e.g. a database name
+    /// or search path set programmatically).
+    pub async fn connect_with(options: PgConnectOptions) -> StoreResult<PgStore> {
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+        tracing::info!("connected PostgreSQL store");
+        Ok(PgStore { pool })
+    }
+
+    /// The connection pool, for callers that need SQL the store does not
+    /// offer (schema checks in tests, diagnostics).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Closes the pool, waiting for connections to finish.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+sqlx_backend! {
+    store: PgStore,
+    db: Postgres,
+    row: PgRow,
+    tx: PgTx,
+    dialect: "postgres",
+    bind: bind_all,
+    begin: "BEGIN",
+    like: like_match,
+}
+
+type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
+
+fn bind_all(mut query: Query<'_>, args: Vec<Arg>) -> Query<'_> {
+    for arg in args {
+        query = match arg {
+            Arg::Text(v) => query.bind(v),
+            Arg::I32(v) => query.bind(v),
+            Arg::I64(v) => query.bind(v),
+            Arg::Uuid(v) => query.bind(v),
+            Arg::Ts(v) => query.bind(v),
+            Arg::Json(v) => query.bind(v),
+        };
+    }
+    query
+}
+
+/// PostgreSQL's LIKE is case-sensitive already.
+fn like_match(sql: &mut Sql, column: &str, like_pattern: &str) -> String {
+    format!("{column} LIKE {}", sql.bind(like_pattern))
+}
+
+impl RowReader for PgRow {
+    fn opt_text(&self, col: &'static str) -> StoreResult<Option<String>> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn opt_uuid(&self, col: &'static str) -> StoreResult<Option<Uuid>> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn opt_ts(&self, col: &'static str) -> StoreResult<Option<DateTime<Utc>>> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn opt_json_value(&self, col: &'static str) -> StoreResult<Option<serde_json::Value>> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn i32(&self, col: &'static str) -> StoreResult<i32> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn i64(&self, col: &'static str) -> StoreResult<i64> {
+        Ok(self.try_get(col)?)
+    }
+}

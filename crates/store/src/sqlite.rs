@@ -1,0 +1,226 @@
+//! The SQLite store (the embedded default): opening the database file with
+//! the connection settings the store relies on, migrations, and SQLite's
+//! encodings of the shared statement arguments and columns.
+//!
+//! Encodings (see migrations/sqlite/0001_inventory.sql): UUIDs are
+//! lowercase hyphenated TEXT, timestamps RFC 3339 UTC TEXT with exactly six
+//! fractional digits, JSON is TEXT. Write transactions start with
+//! `BEGIN IMMEDIATE`, so two writers queue on the busy timeout instead of
+//! one failing when it upgrades a read lock.
+
+use std::path::Path;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteRow,
+};
+use sqlx::{Row, Sqlite};
+use uuid::Uuid;
+
+use crate::backend::sqlx_backend;
+use crate::sql::{Arg, RowReader, Sql};
+use crate::{StoreError, StoreResult};
+
+/// How long a connection waits for another writer before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections of a file database: WAL lets readers run beside the writer.
+const MAX_CONNECTIONS: u32 = 8;
+
+/// The timestamp text format: fixed width, so text order is time order.
+const TS_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.6fZ";
+
+/// [`crate::Store`] on SQLite.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database file at `path`, in WAL
+    /// journal mode with foreign keys on and a 5 s busy timeout, and applies
+    /// the migrations.
+    pub async fn open(path: &Path) -> StoreResult<SqliteStore> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_with(options)
+            .await?;
+        tracing::info!(path = %path.display(), "opened SQLite store");
+        SqliteStore::migrated(pool).await
+    }
+
+    /// A private in-memory database (for tests and throwaway use). It lives
+    /// on a single connection that is never closed, since every connection
+    /// to `:memory:` is a database of its own.
+    pub async fn open_in_memory() -> StoreResult<SqliteStore> {
+        let options = SqliteConnectOptions::new()
+            .in_memory(true)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options)
+            .await?;
+        SqliteStore::migrated(pool).await
+    }
+
+    async fn migrated(pool: SqlitePool) -> StoreResult<SqliteStore> {
+        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+        Ok(SqliteStore { pool })
+    }
+
+    /// The connection pool, for callers that need SQL the store does not
+    /// offer (schema checks in tests, diagnostics).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// Closes the pool, waiting for connections to finish (checkpoints the
+    /// WAL when the last connection closes).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+sqlx_backend! {
+    store: SqliteStore,
+    db: Sqlite,
+    row: SqliteRow,
+    tx: SqliteTx,
+    dialect: "sqlite",
+    bind: bind_all,
+    begin: "BEGIN IMMEDIATE",
+    like: glob_match,
+}
+
+type Query<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>;
+
+fn bind_all(mut query: Query<'_>, args: Vec<Arg>) -> Query<'_> {
+    for arg in args {
+        query = match arg {
+            Arg::Text(v) => query.bind(v),
+            Arg::I32(v) => query.bind(v),
+            Arg::I64(v) => query.bind(v),
+            Arg::Uuid(v) => query.bind(v.map(|id| id.hyphenated().to_string())),
+            Arg::Ts(v) => query.bind(v.map(format_ts)),
+            Arg::Json(v) => query.bind(v.map(|json| json.to_string())),
+        };
+    }
+    query
+}
+
+fn format_ts(t: DateTime<Utc>) -> String {
+    t.format(TS_FORMAT).to_string()
+}
+
+/// SQLite's LIKE ignores ASCII case; GLOB is case-sensitive, so a LIKE
+/// pattern is translated to the equivalent GLOB pattern.
+fn glob_match(sql: &mut Sql, column: &str, like_pattern: &str) -> String {
+    format!("{column} GLOB {}", sql.bind(like_to_glob(like_pattern)))
+}
+
+/// Translates a LIKE pattern with PostgreSQL's semantics (`%` any run, `_`
+/// one character, backslash escapes the next character) to GLOB (`*`, `?`;
+/// GLOB's own metacharacters in literal text are bracketed).
+pub(crate) fn like_to_glob(pattern: &str) -> String {
+    fn literal(out: &mut String, c: char) {
+        match c {
+            '*' | '?' | '[' => {
+                out.push('[');
+                out.push(c);
+                out.push(']');
+            }
+            _ => out.push(c),
+        }
+    }
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '%' => out.push('*'),
+            '_' => out.push('?'),
+            '\\' => literal(&mut out, chars.next().unwrap_or('\\')),
+            other => literal(&mut out, other),
+        }
+    }
+    out
+}
+
+fn decode_error(what: &'static str, detail: impl ToString) -> StoreError {
+    StoreError::Decode {
+        what,
+        detail: detail.to_string(),
+    }
+}
+
+impl RowReader for SqliteRow {
+    fn opt_text(&self, col: &'static str) -> StoreResult<Option<String>> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn opt_uuid(&self, col: &'static str) -> StoreResult<Option<Uuid>> {
+        self.opt_text(col)?
+            .map(|text| Uuid::parse_str(&text).map_err(|e| decode_error(col, e)))
+            .transpose()
+    }
+
+    fn opt_ts(&self, col: &'static str) -> StoreResult<Option<DateTime<Utc>>> {
+        self.opt_text(col)?
+            .map(|text| {
+                DateTime::parse_from_rfc3339(&text)
+                    .map(|t| t.with_timezone(&Utc))
+                    .map_err(|e| decode_error(col, format!("{e}: {text:?}")))
+            })
+            .transpose()
+    }
+
+    fn opt_json_value(&self, col: &'static str) -> StoreResult<Option<serde_json::Value>> {
+        self.opt_text(col)?
+            .map(|text| serde_json::from_str(&text).map_err(|e| decode_error(col, e)))
+            .transpose()
+    }
+
+    fn i32(&self, col: &'static str) -> StoreResult<i32> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn i64(&self, col: &'static str) -> StoreResult<i64> {
+        Ok(self.try_get(col)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_patterns_become_equivalent_globs() {
+        assert_eq!(like_to_glob("%rack%"), "*rack*");
+        assert_eq!(like_to_glob("a_b"), "a?b");
+        assert_eq!(like_to_glob("x*y?[z]"), "x[*]y[?][[]z]");
+        assert_eq!(like_to_glob(r"100\%\_\\"), r"100%_\");
+        assert_eq!(like_to_glob(r"trailing\"), r"trailing\");
+    }
+
+    #[test]
+    fn timestamps_have_fixed_width_text() {
+        let t = DateTime::parse_from_rfc3339("2024-05-01T10:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(format_ts(t), "2024-05-01T10:00:00.000000Z");
+        let later = t + chrono::Duration::microseconds(7);
+        assert_eq!(format_ts(later), "2024-05-01T10:00:00.000007Z");
+        assert!(format_ts(t) < format_ts(later));
+    }
+}
