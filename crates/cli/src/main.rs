@@ -1,1 +1,5 @@
-fn main() {}
+//! The `rackflow` binary; everything lives in the `rackflow_cli` library.
+
+fn main() -> std::process::ExitCode {
+    rackflow_cli::main()
+}

@@ -318,7 +318,10 @@ mod tests {
             assert_eq!(ComponentType::parse(&ty.name().to_uppercase()), Some(ty));
             assert_eq!(ComponentType::from_i32(ty as i32), Some(ty));
         }
-        assert_eq!(ComponentType::parse("power-shelf"), Some(ComponentType::PowerShelf));
+        assert_eq!(
+            ComponentType::parse("power-shelf"),
+            Some(ComponentType::PowerShelf)
+        );
         assert_eq!(ComponentType::parse("gpu"), None);
         assert_eq!(ComponentType::from_i32(7), None);
     }
@@ -375,13 +378,19 @@ mod tests {
             dup.validate().unwrap_err().to_string(),
             format!("Compute duplicates component {}", id(5))
         );
-        assert_eq!(dup.normalized().unwrap().get(ComponentType::Compute), Some(&[id(5)][..]));
+        assert_eq!(
+            dup.normalized().unwrap().get(ComponentType::Compute),
+            Some(&[id(5)][..])
+        );
         let mut two = ComponentsByType::new();
         two.push(ComponentType::Compute, id(6));
         two.push(ComponentType::PowerShelf, id(6));
         assert_eq!(
             two.validate().unwrap_err().to_string(),
-            format!("component {} appears under both Compute and PowerShelf", id(6))
+            format!(
+                "component {} appears under both Compute and PowerShelf",
+                id(6)
+            )
         );
     }
 
@@ -395,7 +404,10 @@ mod tests {
         b.push(ComponentType::Compute, id(1));
         b.push(ComponentType::NvSwitch, id(9));
         a.merge(&b).unwrap();
-        assert_eq!(a.get(ComponentType::Compute), Some(&[id(1), id(2), id(3)][..]));
+        assert_eq!(
+            a.get(ComponentType::Compute),
+            Some(&[id(1), id(2), id(3)][..])
+        );
         assert_eq!(a.get(ComponentType::NvSwitch), Some(&[id(9)][..]));
         let mut c = ComponentsByType::new();
         c.push(ComponentType::PowerShelf, id(9));

@@ -128,9 +128,18 @@ mod tests {
 
     #[test]
     fn mac_addresses_normalise() {
-        assert_eq!(normalize_mac("AA:BB:CC:DD:EE:FF").as_deref(), Some("aa:bb:cc:dd:ee:ff"));
-        assert_eq!(normalize_mac("aa-bb-cc-dd-ee-0f").as_deref(), Some("aa:bb:cc:dd:ee:0f"));
-        assert_eq!(normalize_mac("aabb.ccdd.eeff").as_deref(), Some("aa:bb:cc:dd:ee:ff"));
+        assert_eq!(
+            normalize_mac("AA:BB:CC:DD:EE:FF").as_deref(),
+            Some("aa:bb:cc:dd:ee:ff")
+        );
+        assert_eq!(
+            normalize_mac("aa-bb-cc-dd-ee-0f").as_deref(),
+            Some("aa:bb:cc:dd:ee:0f")
+        );
+        assert_eq!(
+            normalize_mac("aabb.ccdd.eeff").as_deref(),
+            Some("aa:bb:cc:dd:ee:ff")
+        );
         assert_eq!(normalize_mac("compute-01"), None);
         assert_eq!(normalize_mac("aa:bb:cc:dd:ee"), None);
     }

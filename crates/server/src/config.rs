@@ -107,10 +107,13 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("parse config file {path}: {source}")]
+    /// Only the parser's message and the line: the offending line itself may
+    /// hold a database password, so it is never quoted.
+    #[error("parse config file {path}: line {line}: {message}")]
     Parse {
         path: PathBuf,
-        source: toml::de::Error,
+        line: usize,
+        message: String,
     },
     #[error("environment variable {name}: {detail}")]
     Env { name: &'static str, detail: String },
@@ -125,9 +128,12 @@ impl Config {
                     path: path.to_path_buf(),
                     source,
                 })?;
-                toml::from_str(&text).map_err(|source| ConfigError::Parse {
+                toml::from_str(&text).map_err(|e: toml::de::Error| ConfigError::Parse {
                     path: path.to_path_buf(),
-                    source,
+                    line: e
+                        .span()
+                        .map_or(0, |span| text[..span.start].matches('\n').count() + 1),
+                    message: e.message().to_string(),
                 })?
             }
             None => Config::default(),
@@ -191,6 +197,18 @@ mod tests {
         .unwrap();
         assert_eq!(c.listen.port(), 7000);
         assert!(!format!("{c:?}").contains("secret"));
+    }
+
+    #[test]
+    fn parse_errors_never_quote_the_file() {
+        let dir = std::env::temp_dir().join(format!("rackflow-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.toml");
+        std::fs::write(&path, "[database]\nurl = postgres://u:hunter2@h/db\n").unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("line 2"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

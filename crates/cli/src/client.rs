@@ -1,0 +1,119 @@
+//! The gRPC client of the Flow service and the one place where errors become
+//! the process's stderr line and exit code.
+//!
+//! Client commands never touch the database: everything goes through the
+//! Flow API.
+
+use std::time::Duration;
+
+use rackflow_api::v1::flow_client::FlowClient;
+use tonic::transport::{Channel, Endpoint};
+
+/// Connected Flow client.
+pub type Flow = FlowClient<Channel>;
+
+/// How long connecting to the server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Deadline of one RPC. Planning a run over many racks is the slowest call;
+/// a minute is far above what it needs and still fails a hung server.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The server could not be reached at all (as opposed to an RPC error).
+#[derive(Debug)]
+pub struct ConnectError {
+    pub server: String,
+    pub detail: String,
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot connect to the flow server at {}: {} (is `rackflow serve` running? set --server or RACKFLOW_SERVER)",
+            self.server, self.detail
+        )
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+/// Connects to `server` (already normalised, with a scheme).
+pub async fn connect(server: &str) -> anyhow::Result<Flow> {
+    let endpoint = Endpoint::from_shared(server.to_string())
+        .map_err(|e| ConnectError {
+            server: server.to_string(),
+            detail: e.to_string(),
+        })?
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(REQUEST_TIMEOUT);
+    let channel = endpoint.connect().await.map_err(|e| ConnectError {
+        server: server.to_string(),
+        detail: error_chain(&e),
+    })?;
+    Ok(FlowClient::new(channel))
+}
+
+/// The error and its sources joined by `: `.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let next = s.to_string();
+        if !text.ends_with(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// The stderr line for a failed command.
+///
+/// A gRPC status anywhere in the chain gives `error: <code>: <message>`
+/// (with the outer context, if any, in parentheses); anything else gives
+/// `error: <the error chain>`.
+pub fn error_line(err: &anyhow::Error) -> String {
+    let status = err.chain().find_map(|e| e.downcast_ref::<tonic::Status>());
+    match status {
+        Some(status) => {
+            let mut line = format!("error: {:?}: {}", status.code(), status.message());
+            let context: Vec<String> = err
+                .chain()
+                .take_while(|e| e.downcast_ref::<tonic::Status>().is_none())
+                .map(ToString::to_string)
+                .collect();
+            if !context.is_empty() {
+                line.push_str(&format!(" ({})", context.join(": ")));
+            }
+            line
+        }
+        None => format!("error: {err:#}"),
+    }
+}
+
+/// Prints the error line to stderr; the caller exits with code 1.
+pub fn report_error(err: &anyhow::Error) {
+    eprintln!("{}", error_line(err));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::Context;
+
+    #[test]
+    fn status_errors_print_code_and_message() {
+        let err = anyhow::Error::new(tonic::Status::not_found("operation run not found: x"));
+        assert_eq!(
+            error_line(&err),
+            "error: NotFound: operation run not found: x"
+        );
+        let err: anyhow::Result<()> =
+            Err(tonic::Status::invalid_argument("name is required")).context("create run");
+        assert_eq!(
+            error_line(&err.unwrap_err()),
+            "error: InvalidArgument: name is required (create run)"
+        );
+    }
+}

@@ -1,0 +1,269 @@
+//! The `rackflow` command line: argument parsing and output.
+//!
+//! One module per command group: [`serve`] (the flow server), [`fleet`]
+//! (synthetic fleets and their import), [`rack`], [`run`]; [`client`] holds
+//! the gRPC connection and the error line, [`output`] the tables and JSON,
+//! [`args`] the flag value parsers and [`spec`] the run spec format. Client
+//! commands talk to the server over gRPC only; none opens the database.
+
+pub mod args;
+pub mod client;
+pub mod fleet;
+pub mod output;
+pub mod rack;
+pub mod run;
+pub mod serve;
+pub mod spec;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::output::OutputFormat;
+
+/// Version of this binary (the client side of `rackflow version`).
+pub const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// rackflow: phased firmware rollouts over datacenter racks.
+#[derive(Debug, Parser)]
+#[command(name = "rackflow", version, propagate_version = true)]
+pub struct Cli {
+    /// Flow server address (`http://host:port`, or `host:port`).
+    #[arg(
+        long,
+        global = true,
+        env = "RACKFLOW_SERVER",
+        default_value = "http://127.0.0.1:50051",
+        value_parser = args::normalize_server
+    )]
+    pub server: String,
+    /// Output format of client commands.
+    #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the flow server.
+    Serve(serve::ServeArgs),
+    /// Generate and import fleets.
+    #[command(subcommand)]
+    Fleet(FleetCommand),
+    /// Read the rack inventory.
+    #[command(subcommand)]
+    Rack(RackCommand),
+    /// Create and inspect operation runs.
+    #[command(subcommand)]
+    Run(RunCommand),
+    /// Print the client and server versions.
+    Version,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Print a synthetic, seed-deterministic fleet as JSON.
+    Generate {
+        /// Number of racks (1..=65535).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(fleet::MAX_GENERATED_RACKS)))]
+        racks: u32,
+        /// Seed: the same seed gives the same fleet.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Create the racks of a fleet file that the server does not have yet.
+    Import {
+        /// Fleet file, JSON or YAML.
+        file: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RackCommand {
+    /// List racks.
+    List {
+        /// Include components (counts in the table, all of them in JSON).
+        #[arg(long)]
+        with_components: bool,
+        /// Page size [server default: 100].
+        #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+        limit: Option<i32>,
+        /// Racks to skip.
+        #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+        offset: Option<i32>,
+    },
+    /// Show one rack.
+    Get {
+        /// Rack UUID or external id.
+        id: String,
+        /// Include the rack's components.
+        #[arg(long)]
+        with_components: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunCommand {
+    /// Create (or, with --preview, plan) an operation run.
+    Create(Box<run::CreateArgs>),
+    /// Show one run.
+    Get {
+        /// Run id.
+        #[arg(value_parser = args::parse_uuid)]
+        id: uuid::Uuid,
+        /// Include per-phase target outcome counts.
+        #[arg(long)]
+        stats: bool,
+    },
+    /// List runs, newest first.
+    List {
+        /// Name to match; repeat for any of several.
+        #[arg(long, value_name = "PATTERN")]
+        name: Vec<String>,
+        /// Match --name as a substring (`%` wildcards allowed).
+        #[arg(long, requires = "name")]
+        wildcard: bool,
+        /// STATUS, STATUS:REASON or :REASON; repeat for any of several.
+        #[arg(long, value_name = "STATUS[:REASON]", value_parser = run::parse_state_filter)]
+        status: Vec<run::StateFilter>,
+        /// Page size [server default: 100].
+        #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+        limit: Option<i32>,
+        /// Runs to skip.
+        #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+        offset: Option<i32>,
+    },
+    /// List a run's targets (phase, then sequence order).
+    Targets {
+        /// Run id.
+        #[arg(value_parser = args::parse_uuid)]
+        id: uuid::Uuid,
+        /// Only targets in this status.
+        #[arg(long, value_parser = run::parse_target_status)]
+        status: Option<rackflow_api::v1::OperationRunTargetStatus>,
+        /// Which phases to list.
+        #[arg(long, value_enum, default_value_t = run::PhaseScope::Current)]
+        phase_scope: run::PhaseScope,
+        /// Page size [server default: 100].
+        #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+        limit: Option<i32>,
+        /// Targets to skip.
+        #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+        offset: Option<i32>,
+    },
+}
+
+/// Parses the command line, runs the command, and turns an error into one
+/// stderr line and exit code 1 (usage errors exit with 2, from clap).
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(execute(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            client::report_error(&err);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs one parsed command.
+pub async fn execute(cli: Cli) -> anyhow::Result<()> {
+    let server = cli.server.as_str();
+    let output = cli.output;
+    match cli.command {
+        Command::Serve(args) => serve::run(&args).await,
+        Command::Fleet(FleetCommand::Generate { racks, seed }) => fleet::run_generate(racks, seed),
+        Command::Fleet(FleetCommand::Import { file }) => {
+            fleet::run_import(server, &file, output).await
+        }
+        Command::Rack(RackCommand::List {
+            with_components,
+            limit,
+            offset,
+        }) => rack::run_list(server, with_components, limit, offset, output).await,
+        Command::Rack(RackCommand::Get {
+            id,
+            with_components,
+        }) => rack::run_get(server, &id, with_components, output).await,
+        Command::Run(RunCommand::Create(args)) => run::run_create(server, &args, output).await,
+        Command::Run(RunCommand::Get { id, stats }) => {
+            run::run_get(server, id, stats, output).await
+        }
+        Command::Run(RunCommand::List {
+            name,
+            wildcard,
+            status,
+            limit,
+            offset,
+        }) => run::run_list(server, &name, wildcard, &status, limit, offset, output).await,
+        Command::Run(RunCommand::Targets {
+            id,
+            status,
+            phase_scope,
+            limit,
+            offset,
+        }) => run::run_targets(server, id, status, phase_scope, limit, offset, output).await,
+        Command::Version => version(server, output).await,
+    }
+}
+
+/// JSON of `rackflow version`.
+#[derive(Debug, serde::Serialize)]
+struct VersionView {
+    client: String,
+    server: ServerVersionView,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct ServerVersionView {
+    version: String,
+    build_time: String,
+    git_commit: String,
+}
+
+/// `rackflow version`: the client version, then the server's.
+async fn version(server: &str, output: OutputFormat) -> anyhow::Result<()> {
+    if output == OutputFormat::Table {
+        crate::outln!("client: rackflow {CLIENT_VERSION}");
+    }
+    let mut flow = client::connect(server).await?;
+    let info = flow
+        .version(rackflow_api::v1::VersionRequest {})
+        .await?
+        .into_inner();
+    match output {
+        OutputFormat::Json => output::print_json(&VersionView {
+            client: CLIENT_VERSION.to_string(),
+            server: ServerVersionView {
+                version: info.version,
+                build_time: info.build_time,
+                git_commit: info.git_commit,
+            },
+        })?,
+        OutputFormat::Table => {
+            let mut line = format!("server: rackflow {} at {server}", info.version);
+            let extra: Vec<String> = [("commit", &info.git_commit), ("built", &info.build_time)]
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            if !extra.is_empty() {
+                line.push_str(&format!(" ({})", extra.join(", ")));
+            }
+            crate::outln!("{line}");
+        }
+    }
+    Ok(())
+}

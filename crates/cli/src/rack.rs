@@ -1,0 +1,352 @@
+//! `rackflow rack list` and `rackflow rack get`.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use rackflow_api::v1;
+use rackflow_domain::ComponentType;
+use serde::Serialize;
+
+use crate::client;
+use crate::output::{Fields, OutputFormat, Table, enum_name, or_dash, print_json};
+
+/// JSON view of a rack.
+#[derive(Debug, Clone, Serialize)]
+pub struct RackView {
+    pub id: String,
+    pub external_id: String,
+    pub name: String,
+    pub manufacturer: String,
+    pub model: Option<String>,
+    pub serial_number: String,
+    pub description: Option<String>,
+    pub location: LocationView,
+    /// Aggregated component phase (`ready`, `in_use`, `unknown`, …).
+    pub operation_status: String,
+    pub task_stats: TaskStatsView,
+    /// Only with `--with-components`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub components: Option<Vec<ComponentView>>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LocationView {
+    pub region: String,
+    pub datacenter: String,
+    pub room: String,
+    pub position: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TaskStatsView {
+    pub waiting: u32,
+    pub pending: u32,
+    pub running: u32,
+}
+
+/// JSON view of a component.
+#[derive(Debug, Clone, Serialize)]
+pub struct ComponentView {
+    pub id: String,
+    /// `Compute`, `NVSwitch`, `PowerShelf`, …
+    #[serde(rename = "type")]
+    pub component_type: String,
+    pub name: String,
+    pub external_id: String,
+    pub manufacturer: String,
+    pub model: Option<String>,
+    pub serial_number: String,
+    pub firmware_version: String,
+    pub slot_id: i32,
+    pub tray_idx: i32,
+    pub host_id: i32,
+    pub power_state: String,
+    pub bmcs: Vec<BmcView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BmcView {
+    #[serde(rename = "type")]
+    pub bmc_type: String,
+    pub mac_address: String,
+    pub ip_address: Option<String>,
+}
+
+/// Display name of a wire component type number (`Compute`, `NVSwitch`, …).
+pub fn type_name(value: i32) -> String {
+    ComponentType::from_i32(value)
+        .map(|t| t.name().to_string())
+        .unwrap_or_else(|| format!("type-{value}"))
+}
+
+fn uuid_text(id: Option<&v1::Uuid>) -> String {
+    id.map(|u| u.id.clone()).unwrap_or_default()
+}
+
+impl RackView {
+    pub fn from_proto(rack: &v1::Rack, with_components: bool) -> RackView {
+        let info = rack.info.clone().unwrap_or_default();
+        let location = rack.location.clone().unwrap_or_default();
+        let stats = rack.task_stats.unwrap_or_default();
+        RackView {
+            id: uuid_text(info.id.as_ref()),
+            external_id: rack.external_id.clone(),
+            name: info.name,
+            manufacturer: info.manufacturer,
+            model: info.model,
+            serial_number: info.serial_number,
+            description: info.description,
+            location: LocationView {
+                region: location.region,
+                datacenter: location.datacenter,
+                room: location.room,
+                position: location.position,
+            },
+            operation_status: v1::Phase::try_from(rack.operation_status)
+                .map(|p| enum_name(p.as_str_name(), "PHASE_"))
+                .unwrap_or_else(|_| "unknown".to_string()),
+            task_stats: TaskStatsView {
+                waiting: stats.waiting_task_count,
+                pending: stats.pending_task_count,
+                running: stats.running_task_count,
+            },
+            components: with_components.then(|| {
+                rack.components
+                    .iter()
+                    .map(ComponentView::from_proto)
+                    .collect()
+            }),
+        }
+    }
+
+    /// `18 Compute, 9 NVSwitch, 8 PowerShelf` (types in name order).
+    pub fn component_summary(&self) -> String {
+        let Some(components) = &self.components else {
+            return String::new();
+        };
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for c in components {
+            *counts.entry(c.component_type.as_str()).or_default() += 1;
+        }
+        counts
+            .iter()
+            .map(|(t, n)| format!("{n} {t}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn location_text(&self) -> String {
+        let l = &self.location;
+        [&l.region, &l.datacenter, &l.room, &l.position]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(" / ")
+    }
+}
+
+impl ComponentView {
+    pub fn from_proto(c: &v1::Component) -> ComponentView {
+        let info = c.info.clone().unwrap_or_default();
+        let position = c.position.unwrap_or_default();
+        ComponentView {
+            id: uuid_text(info.id.as_ref()),
+            component_type: type_name(c.r#type),
+            name: info.name,
+            external_id: c.component_id.clone(),
+            manufacturer: info.manufacturer,
+            model: info.model,
+            serial_number: info.serial_number,
+            firmware_version: c.firmware_version.clone(),
+            slot_id: position.slot_id,
+            tray_idx: position.tray_idx,
+            host_id: position.host_id,
+            power_state: c.power_state.clone(),
+            bmcs: c
+                .bmcs
+                .iter()
+                .map(|b| BmcView {
+                    bmc_type: match v1::BmcType::try_from(b.r#type) {
+                        Ok(v1::BmcType::Host) => "Host".to_string(),
+                        Ok(v1::BmcType::Dpu) => "DPU".to_string(),
+                        _ => "Unknown".to_string(),
+                    },
+                    mac_address: b.mac_address.clone(),
+                    ip_address: b.ip_address.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// JSON of `rack list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RackListView {
+    pub total: i32,
+    pub racks: Vec<RackView>,
+}
+
+/// `rackflow rack list`.
+pub async fn run_list(
+    server: &str,
+    with_components: bool,
+    limit: Option<i32>,
+    offset: Option<i32>,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let mut flow = client::connect(server).await?;
+    let pagination = (limit.is_some() || offset.is_some()).then(|| v1::Pagination {
+        offset: offset.unwrap_or(0),
+        limit: limit.unwrap_or(0),
+    });
+    let response = flow
+        .get_list_of_racks(v1::GetListOfRacksRequest {
+            with_components,
+            pagination,
+            ..Default::default()
+        })
+        .await
+        .context("list racks")?
+        .into_inner();
+    let view = RackListView {
+        total: response.total,
+        racks: response
+            .racks
+            .iter()
+            .map(|r| RackView::from_proto(r, with_components))
+            .collect(),
+    };
+    match output {
+        OutputFormat::Json => print_json(&view)?,
+        OutputFormat::Table => {
+            let mut headers = vec![
+                "EXTERNAL ID",
+                "NAME",
+                "MANUFACTURER",
+                "MODEL",
+                "LOCATION",
+                "STATUS",
+            ];
+            if with_components {
+                headers.push("COMPONENTS");
+            }
+            headers.push("ID");
+            let mut table = Table::new(headers);
+            for rack in &view.racks {
+                let mut row = vec![
+                    or_dash(&rack.external_id),
+                    or_dash(&rack.name),
+                    or_dash(&rack.manufacturer),
+                    or_dash(rack.model.as_deref().unwrap_or("")),
+                    or_dash(&rack.location_text()),
+                    rack.operation_status.clone(),
+                ];
+                if with_components {
+                    row.push(or_dash(&rack.component_summary()));
+                }
+                row.push(rack.id.clone());
+                table.row(row);
+            }
+            table.print();
+            crate::outln!(
+                "{} of {} racks",
+                view.racks.len(),
+                view.total
+                    .max(i32::try_from(view.racks.len()).unwrap_or(i32::MAX))
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `rackflow rack get ID_OR_EXTERNAL_ID`.
+pub async fn run_get(
+    server: &str,
+    id: &str,
+    with_components: bool,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let mut flow = client::connect(server).await?;
+    let response = flow
+        .get_rack_info_by_id(v1::GetRackInfoByIdRequest {
+            id: Some(v1::Uuid { id: id.to_string() }),
+            with_components,
+        })
+        .await
+        .with_context(|| format!("get rack {id}"))?
+        .into_inner();
+    let rack = response
+        .rack
+        .with_context(|| format!("get rack {id}: the server answered without a rack"))?;
+    let view = RackView::from_proto(&rack, with_components);
+    match output {
+        OutputFormat::Json => print_json(&view)?,
+        OutputFormat::Table => print_rack(&view),
+    }
+    Ok(())
+}
+
+fn print_rack(rack: &RackView) {
+    let mut fields = Fields::new();
+    fields
+        .add("ID", &rack.id)
+        .add("External ID", or_dash(&rack.external_id))
+        .add("Name", or_dash(&rack.name))
+        .add("Manufacturer", or_dash(&rack.manufacturer))
+        .add("Model", or_dash(rack.model.as_deref().unwrap_or("")))
+        .add("Serial number", or_dash(&rack.serial_number));
+    if let Some(d) = &rack.description {
+        fields.add("Description", d);
+    }
+    fields
+        .add("Region", or_dash(&rack.location.region))
+        .add("Datacenter", or_dash(&rack.location.datacenter))
+        .add("Room", or_dash(&rack.location.room))
+        .add("Position", or_dash(&rack.location.position))
+        .add("Status", &rack.operation_status)
+        .add(
+            "Tasks",
+            format!(
+                "{} waiting, {} pending, {} running",
+                rack.task_stats.waiting, rack.task_stats.pending, rack.task_stats.running
+            ),
+        );
+    if rack.components.is_some() {
+        fields.add("Components", or_dash(&rack.component_summary()));
+    }
+    fields.print();
+    if let Some(components) = &rack.components {
+        crate::outln!();
+        let mut table = Table::new([
+            "TYPE",
+            "NAME",
+            "EXTERNAL ID",
+            "MODEL",
+            "FIRMWARE",
+            "SLOT",
+            "TRAY",
+            "HOST",
+            "BMC MAC",
+            "BMC IP",
+            "ID",
+        ]);
+        for c in components {
+            let bmc = c.bmcs.first();
+            table.row([
+                c.component_type.clone(),
+                or_dash(&c.name),
+                or_dash(&c.external_id),
+                or_dash(c.model.as_deref().unwrap_or("")),
+                or_dash(&c.firmware_version),
+                c.slot_id.to_string(),
+                c.tray_idx.to_string(),
+                c.host_id.to_string(),
+                or_dash(bmc.map(|b| b.mac_address.as_str()).unwrap_or("")),
+                or_dash(bmc.and_then(|b| b.ip_address.as_deref()).unwrap_or("")),
+                c.id.clone(),
+            ]);
+        }
+        table.print();
+    }
+}

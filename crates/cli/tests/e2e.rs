@@ -1,0 +1,459 @@
+//! End to end: a real flow server in-process on a free loopback port with a
+//! temporary SQLite file, driven by the built `rackflow` binary.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rackflow_store::DbTarget;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// Longest any one CLI invocation may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "rackflow-cli-e2e-{}-{}-{name}",
+        std::process::id(),
+        uuid::Uuid::new_v4()
+    ))
+}
+
+/// A flow server on its own runtime thread; stopped on drop.
+struct Server {
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+    thread: Option<std::thread::JoinHandle<()>>,
+    db: PathBuf,
+}
+
+impl Server {
+    fn start() -> Server {
+        let db = temp_path("flow.db");
+        let shutdown = CancellationToken::new();
+        let (tx, rx) = mpsc::channel();
+        let token = shutdown.clone();
+        let db_path = db.clone();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
+                let addr = listener.local_addr().expect("addr");
+                let store = rackflow_store::open_store(&DbTarget::Sqlite(db_path))
+                    .await
+                    .expect("open store");
+                let config = rackflow_server::Config {
+                    listen: addr,
+                    shutdown_grace_secs: 1,
+                    ..Default::default()
+                };
+                tx.send(addr).expect("send addr");
+                rackflow_server::serve_on(config, store, listener, token)
+                    .await
+                    .expect("serve");
+            });
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("server did not start");
+        Server {
+            addr,
+            shutdown,
+            thread: Some(thread),
+            db,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.db.display()));
+        }
+    }
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn ok(self) -> Run {
+        assert_eq!(
+            self.code,
+            Some(0),
+            "command failed\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.stdout))
+    }
+}
+
+/// Runs the binary with a deadline; `RACKFLOW_SERVER` and `DATABASE_URL` of
+/// the environment are not passed on.
+fn rackflow(server: Option<SocketAddr>, args: &[&str]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rackflow"));
+    if let Some(addr) = server {
+        cmd.arg("--server").arg(addr.to_string());
+    }
+    cmd.args(args)
+        .env_remove("RACKFLOW_SERVER")
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawn rackflow");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let output: Output = rx
+        .recv_timeout(COMMAND_TIMEOUT)
+        .unwrap_or_else(|_| panic!("rackflow {args:?} did not finish in {COMMAND_TIMEOUT:?}"))
+        .expect("wait rackflow");
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+#[test]
+fn fleet_import_racks_and_runs_through_the_binary() {
+    let server = Server::start();
+    let s = Some(server.addr);
+
+    // version: client and server.
+    let version = rackflow(s, &["version"]).ok();
+    assert!(
+        version.stdout.contains("client: rackflow"),
+        "{}",
+        version.stdout
+    );
+    assert!(
+        version.stdout.contains("server: rackflow"),
+        "{}",
+        version.stdout
+    );
+
+    // fleet generate: deterministic JSON.
+    let generated = rackflow(None, &["fleet", "generate", "--racks", "6", "--seed", "42"]).ok();
+    let again = rackflow(None, &["fleet", "generate", "--racks", "6", "--seed", "42"]).ok();
+    assert_eq!(generated.stdout, again.stdout);
+    let fleet = generated.json();
+    assert_eq!(fleet["racks"].as_array().unwrap().len(), 6);
+    let fleet_file = temp_path("fleet.json");
+    std::fs::write(&fleet_file, &generated.stdout).unwrap();
+
+    // fleet import, twice: the second run creates nothing.
+    let first = rackflow(s, &["fleet", "import", path_str(&fleet_file)]).ok();
+    assert!(
+        first.stdout.contains("created 6, skipped 0"),
+        "{}",
+        first.stdout
+    );
+    let second = rackflow(s, &["-o", "json", "fleet", "import", path_str(&fleet_file)]).ok();
+    let summary = second.json();
+    assert_eq!(summary["created"].as_array().unwrap().len(), 0);
+    assert_eq!(summary["skipped"].as_array().unwrap().len(), 6);
+
+    // rack list / get.
+    let racks = rackflow(s, &["rack", "list", "-o", "json"]).ok().json();
+    assert_eq!(racks["total"], 6);
+    let mut external: Vec<&str> = racks["racks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["external_id"].as_str().unwrap())
+        .collect();
+    external.sort_unstable();
+    assert_eq!(
+        external,
+        ["r-0001", "r-0002", "r-0003", "r-0004", "r-0005", "r-0006"]
+    );
+    let table = rackflow(s, &["rack", "list", "--with-components"]).ok();
+    assert!(table.stdout.starts_with("EXTERNAL ID"), "{}", table.stdout);
+    assert!(
+        table
+            .stdout
+            .contains("18 Compute, 9 NVSwitch, 8 PowerShelf"),
+        "{}",
+        table.stdout
+    );
+    assert!(table.stdout.contains("6 of 6 racks"), "{}", table.stdout);
+    let page = rackflow(
+        s,
+        &[
+            "rack", "list", "-o", "json", "--limit", "2", "--offset", "1",
+        ],
+    )
+    .ok();
+    assert_eq!(page.json()["racks"].as_array().unwrap().len(), 2);
+    let rack = rackflow(
+        s,
+        &["rack", "get", "r-0002", "--with-components", "-o", "json"],
+    )
+    .ok()
+    .json();
+    assert_eq!(rack["name"], fleet["racks"][1]["name"]);
+    assert_eq!(rack["components"].as_array().unwrap().len(), 35);
+    let missing = rackflow(s, &["rack", "get", "r-9999"]);
+    assert_eq!(missing.code, Some(1));
+    assert!(
+        missing.stderr.starts_with("error: NotFound: "),
+        "{}",
+        missing.stderr
+    );
+
+    // run create --preview: the plan, nothing created.
+    let create = [
+        "run",
+        "create",
+        "--name",
+        "canary",
+        "--percentage",
+        "50",
+        "--max-concurrent",
+        "2",
+        "--failure-rate",
+        "10",
+        "--phases",
+        "count:1",
+        "--seed",
+        "s1",
+        "--ordering-seed",
+        "o1",
+        "--component-types",
+        "compute",
+    ];
+    let mut preview_args = create.to_vec();
+    preview_args.extend(["--preview", "-o", "json"]);
+    let preview = rackflow(s, &preview_args).ok().json();
+    assert_eq!(preview["candidate_count"], 6);
+    assert_eq!(preview["phase_sizes"], serde_json::json!([1, 2]));
+    assert_eq!(preview["configuration"]["selector"]["seed"], "s1");
+    assert_eq!(preview["configuration"]["options"]["ordering_seed"], "o1");
+    let planned = preview["targets"].as_array().unwrap();
+    assert_eq!(planned.len(), 3);
+    assert_eq!(planned[0]["components"], serde_json::json!({"Compute": 18}));
+    let mut table_args = create.to_vec();
+    table_args.push("--preview");
+    let preview_table = rackflow(s, &table_args).ok();
+    assert!(
+        preview_table.stdout.contains("nothing was created"),
+        "{}",
+        preview_table.stdout
+    );
+    assert!(
+        preview_table
+            .stdout
+            .contains("PHASE  SEQ  RACK EXTERNAL ID"),
+        "{}",
+        preview_table.stdout
+    );
+    let none = rackflow(s, &["run", "list", "-o", "json"]).ok().json();
+    assert_eq!(none["total"], 0);
+
+    // run create: prints the id.
+    let created = rackflow(s, &create).ok();
+    let run_id = created.stdout.trim().to_string();
+    uuid::Uuid::parse_str(&run_id).unwrap_or_else(|_| panic!("not a run id: {run_id:?}"));
+
+    // run get: summary, effective configuration, stats.
+    let run = rackflow(s, &["run", "get", &run_id, "--stats", "-o", "json"])
+        .ok()
+        .json();
+    assert_eq!(run["id"], run_id.as_str());
+    assert_eq!(run["name"], "canary");
+    assert_eq!(run["total_phases"], 2);
+    assert_eq!(run["configuration"]["selector"]["percentage"], 50);
+    assert_eq!(run["configuration"]["selector"]["seed"], "s1");
+    assert_eq!(run["configuration"]["options"]["max_concurrent_targets"], 2);
+    assert_eq!(
+        run["configuration"]["options"]["conflict_retry"]["retry_timeout"],
+        "1h"
+    );
+    assert_eq!(run["stats"]["cumulative"]["selected_targets"], 1);
+    let run_table = rackflow(s, &["run", "get", &run_id]).ok();
+    assert!(run_table.stdout.contains("seed s1"), "{}", run_table.stdout);
+
+    // run list: the new run, by name too.
+    let runs = rackflow(s, &["run", "list", "-o", "json"]).ok().json();
+    assert_eq!(runs["total"], 1);
+    assert_eq!(runs["runs"][0]["id"], run_id.as_str());
+    let by_name = rackflow(
+        s,
+        &["run", "list", "--name", "can", "--wildcard", "-o", "json"],
+    )
+    .ok()
+    .json();
+    assert_eq!(by_name["total"], 1);
+    let other = rackflow(s, &["run", "list", "--name", "can", "-o", "json"])
+        .ok()
+        .json();
+    assert_eq!(other["total"], 0);
+    let list_table = rackflow(s, &["run", "list"]).ok();
+    assert!(
+        list_table.stdout.contains("canary"),
+        "{}",
+        list_table.stdout
+    );
+
+    // run targets: phase 0 is what the preview planned.
+    let targets = rackflow(s, &["run", "targets", &run_id, "-o", "json"])
+        .ok()
+        .json();
+    assert_eq!(targets["total"], 1);
+    let target = &targets["targets"][0];
+    assert_eq!(target["phase_index"], 0);
+    assert_eq!(target["rack_external_id"], planned[0]["rack_external_id"]);
+    assert_eq!(target["components"], serde_json::json!({"Compute": 18}));
+    let targets_table = rackflow(
+        s,
+        &[
+            "run",
+            "targets",
+            &run_id,
+            "--phase-scope",
+            "current-and-completed",
+        ],
+    )
+    .ok();
+    assert!(
+        targets_table.stdout.contains("18 Compute"),
+        "{}",
+        targets_table.stdout
+    );
+
+    // A server error: code and message on stderr, exit code 1.
+    let unknown = uuid::Uuid::new_v4().to_string();
+    let missing = rackflow(s, &["run", "get", &unknown]);
+    assert_eq!(missing.code, Some(1));
+    assert!(
+        missing.stderr.starts_with("error: NotFound: "),
+        "{}",
+        missing.stderr
+    );
+    let invalid = rackflow(
+        s,
+        &[
+            "run",
+            "create",
+            "--name",
+            "big",
+            "--failure-rate",
+            "5",
+            "--phases",
+            "count:50",
+        ],
+    );
+    assert_eq!(invalid.code, Some(1));
+    assert!(
+        invalid.stderr.starts_with("error: InvalidArgument: "),
+        "{}",
+        invalid.stderr
+    );
+
+    // A client-side parsing error names the flag and exits with 2.
+    let bad = rackflow(s, &["run", "create", "--name", "x", "--phases", "equal:0"]);
+    assert_eq!(bad.code, Some(2));
+    assert!(bad.stderr.contains("--phases"), "{}", bad.stderr);
+
+    std::fs::remove_file(&fleet_file).ok();
+}
+
+#[test]
+fn unreachable_server_is_a_clear_error() {
+    // Bind and drop to get a port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let start = Instant::now();
+    let run = rackflow(Some(port), &["run", "list"]);
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.stderr.contains("cannot connect to the flow server"),
+        "{}",
+        run.stderr
+    );
+    assert!(start.elapsed() < Duration::from_secs(10));
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_stops_on_sigterm() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let db = temp_path("serve.db");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
+        .args([
+            "serve",
+            "--listen",
+            &port.to_string(),
+            "--db",
+            path_str(&db),
+        ])
+        .env_remove("DATABASE_URL")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if rackflow(Some(port), &["version"]).code == Some(0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "server did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let exit = loop {
+        if let Some(exit) = child.try_wait().expect("wait serve") {
+            break exit;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("serve did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(exit.success(), "serve exited with {exit:?}");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+}

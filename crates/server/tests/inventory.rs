@@ -1,0 +1,458 @@
+//! Inventory RPCs, Version, health and reflection through the real gRPC API,
+//! on SQLite and PostgreSQL.
+
+mod common;
+
+use common::{Backend, TestServer, rack, uuid};
+use rackflow_api::v1 as pb;
+use tonic::Code;
+use uuid::Uuid;
+
+both_stores!(
+    racks_create_get_list_delete,
+    components_add_list_patch,
+    version_health_and_reflection,
+);
+
+async fn racks_create_get_list_delete(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    let c = &mut s.client;
+    let id = c
+        .create_expected_rack(pb::CreateExpectedRackRequest {
+            rack: Some(rack(1, None, 3)),
+        })
+        .await
+        .expect("create")
+        .into_inner()
+        .id
+        .expect("id");
+    c.create_expected_rack(pb::CreateExpectedRackRequest {
+        rack: Some(rack(2, None, 1)),
+    })
+    .await
+    .expect("second");
+
+    // Duplicate external id: AlreadyExists naming the field, nothing written.
+    let mut dup = rack(3, None, 1);
+    dup.external_id = "r-0001".into();
+    let err = c
+        .create_expected_rack(pb::CreateExpectedRackRequest { rack: Some(dup) })
+        .await
+        .expect_err("dup");
+    assert_eq!(err.code(), Code::AlreadyExists);
+    assert!(err.message().contains("external_id"), "{}", err.message());
+    // Bad input names the field.
+    let err = c
+        .create_expected_rack(pb::CreateExpectedRackRequest { rack: None })
+        .await
+        .expect_err("no rack");
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::InvalidArgument, "rack is required")
+    );
+    let mut nameless = rack(4, None, 1);
+    nameless.info.as_mut().unwrap().name = " ".into();
+    let err = c
+        .create_expected_rack(pb::CreateExpectedRackRequest {
+            rack: Some(nameless),
+        })
+        .await
+        .expect_err("no name");
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::InvalidArgument, "rack.info.name is required")
+    );
+    let mut bad_type = rack(5, None, 1);
+    bad_type.components[0].r#type = 0;
+    let err = c
+        .create_expected_rack(pb::CreateExpectedRackRequest {
+            rack: Some(bad_type),
+        })
+        .await
+        .expect_err("bad type");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().starts_with("rack.components[0].type"),
+        "{}",
+        err.message()
+    );
+
+    let list = c
+        .get_list_of_racks(pb::GetListOfRacksRequest::default())
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(list.total, 2);
+    assert_eq!(
+        list.racks
+            .iter()
+            .map(|r| r.info.as_ref().unwrap().name.clone())
+            .collect::<Vec<_>>(),
+        vec!["rack-001", "rack-002"]
+    );
+    assert!(
+        list.racks[0].components.is_empty(),
+        "components only when asked"
+    );
+
+    // By UUID and by external id, with components.
+    for key in [
+        id.clone(),
+        pb::Uuid {
+            id: "r-0001".into(),
+        },
+    ] {
+        let got = c
+            .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
+                id: Some(key),
+                with_components: true,
+            })
+            .await
+            .expect("get")
+            .into_inner()
+            .rack
+            .unwrap();
+        assert_eq!(got.info.as_ref().unwrap().id, Some(id.clone()));
+        assert_eq!(got.external_id, "r-0001");
+        assert_eq!(got.components.len(), 5);
+        assert_eq!(got.location.as_ref().unwrap().datacenter, "dc1");
+        assert!(
+            got.components
+                .iter()
+                .all(|c| c.rack_external_id == "r-0001")
+        );
+    }
+    let err = c
+        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
+            id: Some(pb::Uuid {
+                id: "r-9999".into(),
+            }),
+            with_components: false,
+        })
+        .await
+        .expect_err("nf");
+    assert_eq!(err.code(), Code::NotFound);
+
+    // Filter by name, pagination, then soft delete.
+    let by_name = c
+        .get_list_of_racks(pb::GetListOfRacksRequest {
+            filters: vec![pb::Filter {
+                field: Some(pb::filter::Field::RackField(
+                    pb::RackFilterField::Name as i32,
+                )),
+                query_info: Some(pb::StringQueryInfo {
+                    patterns: vec!["rack-002".into()],
+                    ..Default::default()
+                }),
+            }],
+            with_components: true,
+            ..Default::default()
+        })
+        .await
+        .expect("by name")
+        .into_inner();
+    assert_eq!((by_name.total, by_name.racks[0].components.len()), (1, 3));
+    let page = c
+        .get_list_of_racks(pb::GetListOfRacksRequest {
+            pagination: Some(pb::Pagination {
+                offset: 1,
+                limit: 1,
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((page.total, page.racks.len()), (2, 1));
+    let err = c
+        .get_list_of_racks(pb::GetListOfRacksRequest {
+            pagination: Some(pb::Pagination {
+                offset: -1,
+                limit: 1,
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect_err("negative offset");
+    assert_eq!(
+        (err.code(), err.message()),
+        (
+            Code::InvalidArgument,
+            "pagination.offset must not be negative"
+        )
+    );
+
+    c.delete_rack(pb::DeleteRackRequest {
+        id: Some(id.clone()),
+    })
+    .await
+    .expect("delete");
+    let err = c
+        .delete_rack(pb::DeleteRackRequest {
+            id: Some(id.clone()),
+        })
+        .await
+        .expect_err("twice");
+    assert_eq!(err.code(), Code::NotFound);
+    let list = c
+        .get_list_of_racks(pb::GetListOfRacksRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.total, 1, "deleted racks are not listed");
+    // A deleted rack leaves the default scope of new runs.
+    let preview = c
+        .preview_operation_run(common::run_request("after-delete", 100, "s", "o", 1))
+        .await
+        .expect("preview")
+        .into_inner();
+    assert_eq!(preview.targets.len(), 1);
+    assert_eq!(preview.targets[0].rack_external_id, "r-0002");
+    s.stop().await;
+}
+
+async fn components_add_list_patch(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    let c = &mut s.client;
+    let rack_id = c
+        .create_expected_rack(pb::CreateExpectedRackRequest {
+            rack: Some(rack(1, None, 2)),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .id
+        .unwrap();
+    let added = c
+        .add_component(pb::AddComponentRequest {
+            component: Some(pb::Component {
+                r#type: pb::ComponentType::Torswitch as i32,
+                info: Some(pb::DeviceInfo {
+                    name: "tor-1".into(),
+                    ..Default::default()
+                }),
+                component_id: "tor-ext-1".into(),
+                rack_id: Some(rack_id.clone()),
+                bmcs: vec![pb::BmcInfo {
+                    r#type: 1,
+                    mac_address: "AA-BB-CC-00-00-01".into(),
+                    ip_address: Some("10.0.0.9".into()),
+                }],
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect("add")
+        .into_inner()
+        .component
+        .unwrap();
+    assert_eq!(
+        added.bmcs[0].mac_address, "aa:bb:cc:00:00:01",
+        "MACs are normalised"
+    );
+    let component_id = added.info.as_ref().unwrap().id.clone().unwrap();
+
+    let err = c
+        .add_component(pb::AddComponentRequest {
+            component: Some(pb::Component {
+                r#type: 1,
+                rack_id: Some(uuid(Uuid::new_v4())),
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect_err("unknown rack");
+    assert_eq!(err.code(), Code::NotFound);
+    let err = c
+        .add_component(pb::AddComponentRequest {
+            component: Some(pb::Component {
+                r#type: 1,
+                bmcs: vec![pb::BmcInfo {
+                    r#type: 1,
+                    mac_address: "nope".into(),
+                    ip_address: None,
+                }],
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect_err("bad mac");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().contains("component.bmcs[0].mac_address"),
+        "{}",
+        err.message()
+    );
+
+    let list = |filters: Vec<pb::Filter>, spec: Option<pb::OperationTargetSpec>| {
+        pb::GetComponentsRequest {
+            target_spec: spec,
+            filters,
+            pagination: None,
+            order_by: None,
+        }
+    };
+    let all = c
+        .get_components(list(vec![], None))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(all.total, 5);
+    let tors = c
+        .get_components(list(
+            vec![pb::Filter {
+                field: Some(pb::filter::Field::ComponentField(
+                    pb::ComponentFilterField::Type as i32,
+                )),
+                query_info: Some(pb::StringQueryInfo {
+                    patterns: vec!["torswitch".into()],
+                    ..Default::default()
+                }),
+            }],
+            None,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(tors.total, 1);
+    let by_rack = c
+        .get_components(list(
+            vec![],
+            Some(pb::OperationTargetSpec {
+                targets: Some(pb::operation_target_spec::Targets::Racks(pb::RackTargets {
+                    targets: vec![pb::RackTarget {
+                        identifier: Some(pb::rack_target::Identifier::ExternalId("r-0001".into())),
+                        component_types: vec![pb::ComponentType::Compute as i32],
+                    }],
+                })),
+            }),
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(by_rack.total, 2);
+
+    let patched = c
+        .patch_component(pb::PatchComponentRequest {
+            id: Some(component_id.clone()),
+            firmware_version: Some("9.9.9".into()),
+            position: Some(pb::RackPosition {
+                slot_id: 7,
+                tray_idx: 8,
+                host_id: 9,
+            }),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec!["position.slot_id".into()],
+            }),
+            bmcs: vec![pb::BmcInfo {
+                r#type: 1,
+                mac_address: "aa:bb:cc:00:00:01".into(),
+                ip_address: Some("10.0.0.10".into()),
+            }],
+            ..Default::default()
+        })
+        .await
+        .expect("patch")
+        .into_inner()
+        .component
+        .unwrap();
+    assert_eq!(patched.firmware_version, "9.9.9");
+    let pos = patched.position.unwrap();
+    assert_eq!(
+        (pos.slot_id, pos.tray_idx, pos.host_id),
+        (7, 0, 0),
+        "only masked fields change"
+    );
+    assert_eq!(patched.bmcs.len(), 1);
+    assert_eq!(patched.bmcs[0].ip_address.as_deref(), Some("10.0.0.10"));
+    let err = c
+        .patch_component(pb::PatchComponentRequest {
+            id: Some(uuid(Uuid::new_v4())),
+            firmware_version: Some("x".into()),
+            ..Default::default()
+        })
+        .await
+        .expect_err("unknown component");
+    assert_eq!(err.code(), Code::NotFound);
+    let err = c
+        .patch_component(pb::PatchComponentRequest {
+            id: Some(component_id),
+            position: Some(pb::RackPosition::default()),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec!["name".into()],
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect_err("bad mask");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    s.stop().await;
+}
+
+async fn version_health_and_reflection(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    let v = s
+        .client
+        .version(pb::VersionRequest {})
+        .await
+        .expect("version")
+        .into_inner();
+    assert_eq!(v.version, env!("CARGO_PKG_VERSION"));
+
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", s.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+    for service in ["", "v1.Flow"] {
+        let status = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .expect("health")
+            .into_inner()
+            .status;
+        assert_eq!(
+            status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving as i32,
+            "service {service:?}"
+        );
+    }
+
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    let mut reflection = ServerReflectionClient::new(channel);
+    let request = tonic_reflection::pb::v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut stream = reflection
+        .server_reflection_info(tokio_stream::iter(vec![request]))
+        .await
+        .expect("reflection")
+        .into_inner();
+    let response = stream
+        .message()
+        .await
+        .expect("message")
+        .expect("a response");
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else {
+        panic!("unexpected reflection response");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(names.contains(&"v1.Flow".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"grpc.health.v1.Health".to_string()),
+        "{names:?}"
+    );
+    s.stop().await;
+}
