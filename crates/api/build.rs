@@ -15,7 +15,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     tonic_prost_build::configure()
         .file_descriptor_set_path(out.join("flow_descriptor.bin"))
-        .compile_protos(&[root.join("v1/flow.proto")], &[root.clone(), include])?;
+        .compile_protos(
+            &[
+                root.join("v1/flow.proto"),
+                root.join("rackflow/sim/v1/sim.proto"),
+            ],
+            &[root.clone(), include],
+        )?;
     println!("cargo:rerun-if-changed={}", root.display());
     Ok(())
 }

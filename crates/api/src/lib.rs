@@ -8,5 +8,14 @@ pub mod v1 {
     tonic::include_proto!("v1");
 }
 
+/// The simulated fleet's admin API (`package rackflow.sim.v1`), a rackflow
+/// addition for tests and the demo.
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod sim {
+    pub mod v1 {
+        tonic::include_proto!("rackflow.sim.v1");
+    }
+}
+
 /// Encoded file descriptor set of the Flow API, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("flow_descriptor");

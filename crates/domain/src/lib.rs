@@ -6,10 +6,16 @@
 //! It does no I/O, is not async and knows nothing of gRPC or SQL: everything
 //! here is tested without a database or a runtime.
 
+#[macro_use]
+mod named_enum;
+
 pub mod component;
+pub mod duration;
 pub mod inventory;
 pub mod planner;
+pub mod rule;
 pub mod run;
 pub mod target;
+pub mod task;
 
 pub use component::{ComponentSetError, ComponentType, ComponentsByType};

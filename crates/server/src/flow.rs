@@ -453,4 +453,145 @@ impl Flow for FlowService {
             "CancelOperationRun arrives with the dispatcher",
         ))
     }
+
+    async fn upgrade_firmware(
+        &self,
+        _: Request<pb::UpgradeFirmwareRequest>,
+    ) -> Reply<pb::SubmitTaskResponse> {
+        Err(Status::unimplemented(
+            "upgrade_firmware arrives with the tasks issue",
+        ))
+    }
+
+    async fn power_on_rack(
+        &self,
+        _: Request<pb::PowerOnRackRequest>,
+    ) -> Reply<pb::SubmitTaskResponse> {
+        Err(Status::unimplemented(
+            "power_on_rack arrives with the tasks issue",
+        ))
+    }
+
+    async fn power_off_rack(
+        &self,
+        _: Request<pb::PowerOffRackRequest>,
+    ) -> Reply<pb::SubmitTaskResponse> {
+        Err(Status::unimplemented(
+            "power_off_rack arrives with the tasks issue",
+        ))
+    }
+
+    async fn power_reset_rack(
+        &self,
+        _: Request<pb::PowerResetRackRequest>,
+    ) -> Reply<pb::SubmitTaskResponse> {
+        Err(Status::unimplemented(
+            "power_reset_rack arrives with the tasks issue",
+        ))
+    }
+
+    async fn list_tasks(&self, _: Request<pb::ListTasksRequest>) -> Reply<pb::ListTasksResponse> {
+        Err(Status::unimplemented(
+            "list_tasks arrives with the tasks issue",
+        ))
+    }
+
+    async fn get_tasks_by_i_ds(
+        &self,
+        _: Request<pb::GetTasksByIDsRequest>,
+    ) -> Reply<pb::GetTasksByIDsResponse> {
+        Err(Status::unimplemented(
+            "get_tasks_by_i_ds arrives with the tasks issue",
+        ))
+    }
+
+    async fn cancel_task(
+        &self,
+        _: Request<pb::CancelTaskRequest>,
+    ) -> Reply<pb::CancelTaskResponse> {
+        Err(Status::unimplemented(
+            "cancel_task arrives with the tasks issue",
+        ))
+    }
+
+    async fn create_operation_rule(
+        &self,
+        _: Request<pb::CreateOperationRuleRequest>,
+    ) -> Reply<pb::CreateOperationRuleResponse> {
+        Err(Status::unimplemented(
+            "create_operation_rule arrives with the tasks issue",
+        ))
+    }
+
+    async fn update_operation_rule(&self, _: Request<pb::UpdateOperationRuleRequest>) -> Reply<()> {
+        Err(Status::unimplemented(
+            "update_operation_rule arrives with the tasks issue",
+        ))
+    }
+
+    async fn delete_operation_rule(&self, _: Request<pb::DeleteOperationRuleRequest>) -> Reply<()> {
+        Err(Status::unimplemented(
+            "delete_operation_rule arrives with the tasks issue",
+        ))
+    }
+
+    async fn get_operation_rule(
+        &self,
+        _: Request<pb::GetOperationRuleRequest>,
+    ) -> Reply<pb::OperationRule> {
+        Err(Status::unimplemented(
+            "get_operation_rule arrives with the tasks issue",
+        ))
+    }
+
+    async fn list_operation_rules(
+        &self,
+        _: Request<pb::ListOperationRulesRequest>,
+    ) -> Reply<pb::ListOperationRulesResponse> {
+        Err(Status::unimplemented(
+            "list_operation_rules arrives with the tasks issue",
+        ))
+    }
+
+    async fn set_rule_as_default(&self, _: Request<pb::SetRuleAsDefaultRequest>) -> Reply<()> {
+        Err(Status::unimplemented(
+            "set_rule_as_default arrives with the tasks issue",
+        ))
+    }
+
+    async fn associate_rule_with_rack(
+        &self,
+        _: Request<pb::AssociateRuleWithRackRequest>,
+    ) -> Reply<()> {
+        Err(Status::unimplemented(
+            "associate_rule_with_rack arrives with the tasks issue",
+        ))
+    }
+
+    async fn disassociate_rule_from_rack(
+        &self,
+        _: Request<pb::DisassociateRuleFromRackRequest>,
+    ) -> Reply<()> {
+        Err(Status::unimplemented(
+            "disassociate_rule_from_rack arrives with the tasks issue",
+        ))
+    }
+
+    async fn get_rack_rule_association(
+        &self,
+        _: Request<pb::GetRackRuleAssociationRequest>,
+    ) -> Reply<pb::GetRackRuleAssociationResponse> {
+        Err(Status::unimplemented(
+            "get_rack_rule_association arrives with the tasks issue",
+        ))
+    }
+
+    async fn list_rack_rule_associations(
+        &self,
+        _: Request<pb::ListRackRuleAssociationsRequest>,
+    ) -> Reply<pb::ListRackRuleAssociationsResponse> {
+        Err(Status::unimplemented(
+            "list_rack_rule_associations arrives with the tasks issue",
+        ))
+    }
 }

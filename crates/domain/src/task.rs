@@ -1,0 +1,178 @@
+//! Tasks: one operation on one rack, executed by an operation rule.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::ComponentsByType;
+use crate::rule::RuleDefinition;
+use crate::run::{FirmwarePayload, QueueStrategy};
+
+named_enum!(
+    /// Lifecycle status of a task. Numbers are the wire `TaskStatus` values.
+    TaskStatus {
+        Pending = 1 => "pending",
+        Running = 2 => "running",
+        Completed = 3 => "completed",
+        Failed = 4 => "failed",
+        Terminated = 5 => "terminated",
+        Waiting = 6 => "waiting",
+    }
+);
+
+impl TaskStatus {
+    /// Completed, failed or terminated.
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Terminated
+        )
+    }
+
+    /// Pending or running: the tasks conflict detection looks at.
+    pub fn is_active(self) -> bool {
+        matches!(self, TaskStatus::Pending | TaskStatus::Running)
+    }
+}
+
+named_enum!(
+    /// Kind of task (the rule's operation type). Numbers are the wire
+    /// `OperationType` values where one exists (0 otherwise).
+    TaskType {
+        PowerControl = 1 => "power_control",
+        FirmwareControl = 2 => "firmware_control",
+        BringUp = 3 => "bring_up",
+        Decommission = 4 => "decommission",
+        InjectExpectation = 5 => "inject_expectation",
+    }
+);
+
+impl TaskType {
+    /// The wire `OperationType` number (only power and firmware have one).
+    pub fn operation_type_wire(self) -> i32 {
+        match self {
+            TaskType::PowerControl => 1,
+            TaskType::FirmwareControl => 2,
+            _ => 0,
+        }
+    }
+
+    /// From the wire `OperationType` number.
+    pub fn from_operation_type_wire(value: i32) -> Option<TaskType> {
+        match value {
+            1 => Some(TaskType::PowerControl),
+            2 => Some(TaskType::FirmwareControl),
+            _ => None,
+        }
+    }
+
+    /// Operation codes valid for this type.
+    pub fn valid_codes(self) -> &'static [&'static str] {
+        match self {
+            TaskType::PowerControl => &[
+                "power_on",
+                "force_power_on",
+                "power_off",
+                "force_power_off",
+                "restart",
+                "force_restart",
+                "warm_reset",
+                "cold_reset",
+            ],
+            TaskType::FirmwareControl => &["upgrade", "downgrade", "rollback"],
+            TaskType::BringUp => &["bring_up", "ingest"],
+            TaskType::Decommission => &["decommission"],
+            TaskType::InjectExpectation => &["inject_expectation"],
+        }
+    }
+}
+
+/// Standard task messages (spec flow-core §3.2).
+pub mod messages {
+    pub const WAITING: &str = "Queued: waiting for rack to become available";
+    pub const PENDING: &str = "Pending";
+    pub const RUNNING: &str = "Running";
+    pub const COMPLETED: &str = "Succeeded";
+    pub const FAILED: &str = "Failed";
+    pub const TERMINATED: &str = "Terminated";
+    pub const CANCELLED: &str = "Cancelled by user";
+    pub const EXPIRED: &str = "Expired: queue timeout reached";
+    pub const PROMOTED: &str = "Promoted: no conflicting active tasks";
+    /// Longest status message kept (longer errors are cut).
+    pub const MAX_MESSAGE_LEN: usize = 512;
+}
+
+/// Operation payload of a task (`information`): the code and its parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskInformation {
+    pub code: String,
+    #[serde(default)]
+    pub override_readiness_check: bool,
+    /// Firmware parameters, for firmware_control tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<FirmwarePayload>,
+}
+
+/// What a task submitter chose to do on a rack conflict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuePolicy {
+    pub strategy: QueueStrategy,
+    /// How long a task may wait in the queue.
+    pub timeout_secs: i64,
+}
+
+/// Default time a queued task may wait (spec §3.5).
+pub const DEFAULT_QUEUE_TIMEOUT_SECS: i64 = 3600;
+/// Most tasks waiting on one rack (spec §3.3).
+pub const MAX_WAITING_PER_RACK: usize = 5;
+
+/// A task as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    pub id: Uuid,
+    pub task_type: TaskType,
+    pub information: TaskInformation,
+    pub description: String,
+    pub rack_id: Uuid,
+    pub components_by_type: ComponentsByType,
+    /// `local` (in-process executor) or `temporal`.
+    pub executor_type: String,
+    pub execution_id: String,
+    pub status: TaskStatus,
+    pub message: String,
+    /// Report JSON (version 1), absent until execution starts.
+    pub report: Option<serde_json::Value>,
+    /// The database rule used; `None` for a built-in rule.
+    pub applied_rule_id: Option<Uuid>,
+    /// The rule definition fixed when the task became pending, so later rule
+    /// edits do not change an in-flight task.
+    pub rule_definition: Option<RuleDefinition>,
+    pub queue_policy: QueuePolicy,
+    pub queue_expires_at: Option<DateTime<Utc>>,
+    pub idempotency_key: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl Task {
+    /// `"<type>/<code>"`, the wire `Task.operation`.
+    pub fn operation(&self) -> String {
+        format!("{}/{}", self.task_type, self.information.code)
+    }
+}
+
+/// Cuts a message to [`messages::MAX_MESSAGE_LEN`] bytes on a char boundary,
+/// keeping only its first line.
+pub fn status_message(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("").trim();
+    if line.len() <= messages::MAX_MESSAGE_LEN {
+        return line.to_string();
+    }
+    let mut end = messages::MAX_MESSAGE_LEN;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_string()
+}
