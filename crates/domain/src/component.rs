@@ -132,6 +132,13 @@ pub struct ComponentsByType {
     groups: BTreeMap<TypeByName, Vec<Uuid>>,
 }
 
+/// Whether a short id list repeats an id (sort a scratch copy: O(k log k)).
+fn has_duplicates(ids: &[Uuid]) -> bool {
+    let mut scratch = ids.to_vec();
+    scratch.sort_unstable();
+    scratch.windows(2).any(|w| w[0] == w[1])
+}
+
 /// Orders component types by their name, as the reference sorts groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct TypeByName(ComponentType);
@@ -188,22 +195,35 @@ impl ComponentsByType {
 
     /// Per-type de-duplication keeping first-seen order, then [`Self::validate`].
     pub fn normalized(&self) -> Result<ComponentsByType, ComponentSetError> {
-        let mut out = ComponentsByType::new();
-        for (ty, ids) in self.iter() {
-            let mut seen = std::collections::HashSet::new();
-            let kept: Vec<Uuid> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
-            out.insert(ty, kept);
-        }
-        out.validate()?;
-        Ok(out)
+        self.clone().into_normalized()
     }
 
-    /// Checks the component-set rules of spec §5.5, in the reference's order.
+    /// [`Self::normalized`] without the copy. Planning normalises hundreds of
+    /// thousands of ids, so the common case (no duplicates) does no extra
+    /// allocation per type beyond one sorted scratch copy.
+    pub fn into_normalized(mut self) -> Result<ComponentsByType, ComponentSetError> {
+        for ids in self.groups.values_mut() {
+            if has_duplicates(ids) {
+                let mut kept: Vec<Uuid> = Vec::with_capacity(ids.len());
+                for id in ids.iter() {
+                    if !kept.contains(id) {
+                        kept.push(*id);
+                    }
+                }
+                *ids = kept;
+            }
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Checks the component-set rules of spec §5.5, in the reference's order:
+    /// shape per type first, then duplicates and ids under two types.
     pub fn validate(&self) -> Result<(), ComponentSetError> {
         if self.groups.is_empty() {
             return Err(ComponentSetError::Empty);
         }
-        let mut owner: std::collections::HashMap<Uuid, ComponentType> = Default::default();
+        let mut all: Vec<(Uuid, usize, ComponentType)> = Vec::with_capacity(self.component_count());
         for (ty, ids) in self.iter() {
             if ty == ComponentType::Unknown {
                 return Err(ComponentSetError::UnknownType);
@@ -211,24 +231,34 @@ impl ComponentsByType {
             if ids.is_empty() {
                 return Err(ComponentSetError::EmptyType(ty));
             }
-            let mut seen = std::collections::HashSet::new();
             for id in ids {
                 if id.is_nil() {
                     return Err(ComponentSetError::NilId(ty));
                 }
-                if !seen.insert(*id) {
-                    return Err(ComponentSetError::Duplicate(ty, *id));
-                }
-                if let Some(first) = owner.insert(*id, ty) {
-                    return Err(ComponentSetError::TwoTypes {
-                        id: *id,
-                        first,
-                        second: ty,
-                    });
-                }
+                all.push((*id, all.len(), ty));
+            }
+        }
+        // Sorting by (id, position) puts every repeat of an id next to its
+        // first occurrence, in iteration order.
+        all.sort_unstable();
+        for pair in all.windows(2) {
+            let ((id, _, first), (next, _, second)) = (pair[0], pair[1]);
+            if id == next {
+                return Err(if first == second {
+                    ComponentSetError::Duplicate(first, id)
+                } else {
+                    ComponentSetError::TwoTypes { id, first, second }
+                });
             }
         }
         Ok(())
+    }
+
+    /// Sorts every type's ids in place (the frozen form).
+    pub fn sort_ids(&mut self) {
+        for ids in self.groups.values_mut() {
+            ids.sort_unstable();
+        }
     }
 
     /// Union per type with `other` (sorted, de-duplicated). A component id

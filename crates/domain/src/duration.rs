@@ -60,10 +60,10 @@ pub fn format_go_duration(d: Duration) -> String {
     }
     let nanos = d.as_nanos();
     if nanos < 1_000_000_000 {
-        if nanos % 1_000_000 == 0 {
+        if nanos.is_multiple_of(1_000_000) {
             return format!("{}ms", nanos / 1_000_000);
         }
-        if nanos % 1_000 == 0 {
+        if nanos.is_multiple_of(1_000) {
             return format!("{}us", nanos / 1_000);
         }
         return format!("{nanos}ns");

@@ -10,9 +10,12 @@
 mod named_enum;
 
 pub mod component;
+pub mod conflict;
+pub mod dispatch;
 pub mod duration;
 pub mod inventory;
 pub mod planner;
+pub mod report;
 pub mod rule;
 pub mod run;
 pub mod target;

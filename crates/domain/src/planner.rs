@@ -143,7 +143,7 @@ pub fn normalize_candidates(
         if entry.rack_id.is_nil() {
             return Err(PlanError::MissingRackId(i));
         }
-        let components = entry.components.normalized()?;
+        let components = entry.components.into_normalized()?;
         match position.get(&entry.rack_id) {
             // `at` was recorded when the entry was pushed, so it is in range.
             Some(&at) => out[at].components.merge(&components)?,
@@ -157,7 +157,7 @@ pub fn normalize_candidates(
         }
     }
     for entry in &mut out {
-        entry.components = entry.components.sorted();
+        entry.components.sort_ids();
     }
     Ok(out)
 }
@@ -427,10 +427,8 @@ pub fn plan_targets(
     let mut ids = ordered.into_iter();
     for (phase_index, size) in (0i32..).zip(sizes.iter()) {
         for rack_id in ids.by_ref().take(*size) {
-            let components_by_type = by_rack
-                .get(&rack_id)
-                .map(ComponentsByType::sorted)
-                .unwrap_or_default();
+            let mut components_by_type = by_rack.remove(&rack_id).unwrap_or_default();
+            components_by_type.sort_ids();
             let sequence_index = i32::try_from(targets.len()).unwrap_or(i32::MAX);
             targets.push(PlannedTarget {
                 rack_id,

@@ -30,6 +30,9 @@ pub enum EngineError {
         "operation run target stats query returned 0 targets at offset {offset} before total {total}"
     )]
     StatsGap { offset: i64, total: i64 },
+    /// A manual control that does not apply to the run's state.
+    #[error(transparent)]
+    Control(#[from] rackflow_domain::dispatch::ControlError),
     #[error(transparent)]
     Store(#[from] rackflow_store::StoreError),
 }

@@ -4,7 +4,13 @@
 //!
 //! The engine never parses wire messages; the server converts them first.
 
+pub mod dispatcher;
 pub mod error;
+pub mod executor;
+pub mod manager;
+pub mod resolve;
 pub mod runs;
+pub mod sim;
+pub mod tasks;
 
 pub use error::EngineError;

@@ -27,6 +27,83 @@ pub struct Config {
     pub planner: PlannerConfig,
     /// Seconds graceful shutdown waits for in-flight RPCs.
     pub shutdown_grace_secs: u64,
+    pub dispatcher: DispatcherSection,
+    pub tasks: TasksSection,
+    /// The simulated fleet the `sim` provider drives (`[sim]`, `[[sim.faults]]`).
+    pub sim: rackflow_engine::sim::SimConfig,
+}
+
+/// The operation-run dispatcher (`[dispatcher]`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DispatcherSection {
+    /// Drive operation runs. `false` serves the API only (runs stay as they
+    /// are), e.g. for a read-only replica or to inspect a plan.
+    pub enabled: bool,
+    /// Safety-net poll in milliseconds; events wake the loop at once.
+    pub poll_interval_ms: u64,
+    /// Runs handled per pass.
+    pub batch: i64,
+    /// Seconds a claim holds a target before it may be re-claimed.
+    pub claim_lease_secs: u64,
+}
+
+/// Tasks (`[tasks]`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TasksSection {
+    /// Seconds between full sweeps of the waiting queue (expiry and
+    /// promotions a missed notification left behind).
+    pub promoter_sweep_secs: u64,
+}
+
+impl Default for DispatcherSection {
+    fn default() -> Self {
+        let d = rackflow_engine::dispatcher::DispatcherConfig::default();
+        DispatcherSection {
+            enabled: true,
+            poll_interval_ms: u64::try_from(d.poll_interval.as_millis()).unwrap_or(10_000),
+            batch: d.batch,
+            claim_lease_secs: d.claim_lease.as_secs(),
+        }
+    }
+}
+
+impl Default for TasksSection {
+    fn default() -> Self {
+        TasksSection {
+            promoter_sweep_secs: rackflow_engine::tasks::TaskConfig::default()
+                .promoter_sweep
+                .as_secs(),
+        }
+    }
+}
+
+impl DispatcherSection {
+    /// Engine settings; non-positive values fall back to the defaults.
+    pub fn engine(&self) -> rackflow_engine::dispatcher::DispatcherConfig {
+        let mut d = rackflow_engine::dispatcher::DispatcherConfig::default();
+        if self.poll_interval_ms > 0 {
+            d.poll_interval = std::time::Duration::from_millis(self.poll_interval_ms);
+        }
+        if self.batch > 0 {
+            d.batch = self.batch;
+        }
+        if self.claim_lease_secs > 0 {
+            d.claim_lease = std::time::Duration::from_secs(self.claim_lease_secs);
+        }
+        d
+    }
+}
+
+impl TasksSection {
+    pub fn engine(&self) -> rackflow_engine::tasks::TaskConfig {
+        let mut t = rackflow_engine::tasks::TaskConfig::default();
+        if self.promoter_sweep_secs > 0 {
+            t.promoter_sweep = std::time::Duration::from_secs(self.promoter_sweep_secs);
+        }
+        t
+    }
 }
 
 /// Where runs and inventory are stored. `url` (PostgreSQL) wins over
@@ -58,6 +135,9 @@ impl Default for Config {
             database: DatabaseConfig::default(),
             planner: PlannerConfig::default(),
             shutdown_grace_secs: DEFAULT_SHUTDOWN_GRACE_SECS,
+            dispatcher: DispatcherSection::default(),
+            tasks: TasksSection::default(),
+            sim: rackflow_engine::sim::SimConfig::default(),
         }
     }
 }
@@ -86,6 +166,9 @@ impl std::fmt::Debug for Config {
             .field("database", &self.database)
             .field("planner", &self.planner)
             .field("shutdown_grace_secs", &self.shutdown_grace_secs)
+            .field("dispatcher", &self.dispatcher)
+            .field("tasks", &self.tasks)
+            .field("sim", &self.sim)
             .finish()
     }
 }

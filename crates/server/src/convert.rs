@@ -6,9 +6,11 @@
 
 mod inventory;
 mod runs;
+mod tasks;
 
 pub use inventory::*;
 pub use runs::*;
+pub use tasks::*;
 
 use chrono::{DateTime, TimeZone, Utc};
 use rackflow_api::v1 as pb;

@@ -2,6 +2,7 @@
 
 use rackflow_engine::EngineError;
 use rackflow_engine::error::LookupKind;
+use rackflow_engine::tasks::TaskError;
 use rackflow_store::StoreError;
 use tonic::{Code, Status};
 
@@ -25,6 +26,8 @@ pub enum ApiError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error(transparent)]
+    Task(#[from] TaskError),
+    #[error(transparent)]
     Store(#[from] StoreError),
 }
 
@@ -39,14 +42,20 @@ pub fn to_status(err: ApiError) -> Status {
         ApiError::Engine(e) => match e {
             EngineError::RunNotFound(_) => Code::NotFound,
             EngineError::NoPlannedTargets | EngineError::PlanInvalid(_) => Code::InvalidArgument,
-            EngineError::Plan { kind, .. } => match kind {
-                LookupKind::NotFound => Code::NotFound,
-                LookupKind::Ambiguous => Code::FailedPrecondition,
-                LookupKind::Other => Code::Internal,
-            },
+            EngineError::Plan { kind, .. } => lookup_code(*kind),
             EngineError::RackWithoutExternalId(_) => Code::FailedPrecondition,
             EngineError::StatsGap { .. } => Code::Internal,
+            EngineError::Control(_) => Code::FailedPrecondition,
             EngineError::Store(s) => store_code(s),
+        },
+        ApiError::Task(e) => match e {
+            TaskError::Invalid(_) => Code::InvalidArgument,
+            TaskError::Lookup { kind, .. } => lookup_code(*kind),
+            TaskError::RuleNotFound(_) | TaskError::NotFound(_) => Code::NotFound,
+            TaskError::RackConflict(_) | TaskError::QueueFull(_) | TaskError::Precondition(_) => {
+                Code::FailedPrecondition
+            }
+            TaskError::Store(s) => store_code(s),
         },
         ApiError::Store(s) => store_code(s),
     };
@@ -57,6 +66,14 @@ pub fn to_status(err: ApiError) -> Status {
         tracing::debug!(code = ?code, error = %message, "request rejected");
     }
     Status::new(code, message)
+}
+
+fn lookup_code(kind: LookupKind) -> Code {
+    match kind {
+        LookupKind::NotFound => Code::NotFound,
+        LookupKind::Ambiguous => Code::FailedPrecondition,
+        LookupKind::Other => Code::Internal,
+    }
 }
 
 fn store_code(err: &StoreError) -> Code {

@@ -6,7 +6,9 @@ use rackflow_api::v1 as pb;
 use rackflow_api::v1::flow_server::Flow;
 use rackflow_domain::inventory::Rack;
 use rackflow_domain::run::Page;
+use rackflow_engine::dispatcher::Dispatcher;
 use rackflow_engine::runs::RunManager;
+use rackflow_engine::tasks::{SubmitRequest, TaskManager};
 use rackflow_store::{ComponentFilterQuery, Store};
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
@@ -19,11 +21,42 @@ type Reply<T> = Result<Response<T>, Status>;
 pub struct FlowService {
     store: Arc<dyn Store>,
     runs: RunManager,
+    tasks: Arc<TaskManager>,
+    dispatcher: Arc<Dispatcher>,
 }
 
 impl FlowService {
-    pub fn new(store: Arc<dyn Store>, runs: RunManager) -> Self {
-        FlowService { store, runs }
+    pub fn new(
+        store: Arc<dyn Store>,
+        runs: RunManager,
+        tasks: Arc<TaskManager>,
+        dispatcher: Arc<Dispatcher>,
+    ) -> Self {
+        FlowService {
+            store,
+            runs,
+            tasks,
+            dispatcher,
+        }
+    }
+
+    fn control_reply(run: &rackflow_domain::run::OperationRun) -> Reply<pb::OperationRun> {
+        Ok(Response::new(convert::operation_run(run, None)))
+    }
+
+    async fn submit(&self, req: SubmitRequest) -> Reply<pb::SubmitTaskResponse> {
+        let ids = self.tasks.submit(req).await.map_err(ApiError::from)?;
+        Ok(Response::new(pb::SubmitTaskResponse {
+            task_ids: ids.into_iter().map(pb_uuid).collect(),
+        }))
+    }
+
+    fn rule_id(id: Option<&pb::Uuid>) -> Result<Uuid, ApiError> {
+        Ok(convert::required_id(id, "rule_id is required")?)
+    }
+
+    fn rack_id(id: Option<&pb::Uuid>) -> Result<Uuid, ApiError> {
+        Ok(convert::required_id(id, "rack_id is required")?)
     }
 
     /// A rack by UUID, or — when the id is not a UUID — by external id.
@@ -322,6 +355,7 @@ impl Flow for FlowService {
         Self::check_authentication_data(&req)?;
         let run = convert::new_run(&req, &mut RandomSeeds).map_err(ApiError::from)?;
         let id = self.runs.create(&run).await.map_err(ApiError::from)?;
+        self.dispatcher.wake();
         Ok(Response::new(pb::CreateOperationRunResponse {
             id: Some(pb_uuid(id)),
         }))
@@ -420,178 +454,417 @@ impl Flow for FlowService {
 
     async fn pause_operation_run(
         &self,
-        _: Request<pb::PauseOperationRunRequest>,
+        req: Request<pb::PauseOperationRunRequest>,
     ) -> Reply<pb::OperationRun> {
-        Err(Status::unimplemented(
-            "PauseOperationRun arrives with the dispatcher",
-        ))
+        let id = Self::run_id(req.get_ref().id.as_ref())?;
+        let run = self.dispatcher.pause(id).await.map_err(ApiError::from)?;
+        Self::control_reply(&run)
     }
 
     async fn resume_operation_run(
         &self,
-        _: Request<pb::ResumeOperationRunRequest>,
+        req: Request<pb::ResumeOperationRunRequest>,
     ) -> Reply<pb::OperationRun> {
-        Err(Status::unimplemented(
-            "ResumeOperationRun arrives with the dispatcher",
-        ))
+        let id = Self::run_id(req.get_ref().id.as_ref())?;
+        let run = self.dispatcher.resume(id).await.map_err(ApiError::from)?;
+        Self::control_reply(&run)
     }
 
     async fn advance_operation_run_phase(
         &self,
-        _: Request<pb::AdvanceOperationRunPhaseRequest>,
+        req: Request<pb::AdvanceOperationRunPhaseRequest>,
     ) -> Reply<pb::OperationRun> {
-        Err(Status::unimplemented(
-            "AdvanceOperationRunPhase arrives with the dispatcher",
-        ))
+        let id = Self::run_id(req.get_ref().id.as_ref())?;
+        let run = self
+            .dispatcher
+            .advance(id, req.get_ref().expected_phase_index)
+            .await
+            .map_err(ApiError::from)?;
+        Self::control_reply(&run)
     }
 
     async fn cancel_operation_run(
         &self,
-        _: Request<pb::CancelOperationRunRequest>,
+        req: Request<pb::CancelOperationRunRequest>,
     ) -> Reply<pb::OperationRun> {
-        Err(Status::unimplemented(
-            "CancelOperationRun arrives with the dispatcher",
-        ))
+        let id = Self::run_id(req.get_ref().id.as_ref())?;
+        let run = self
+            .dispatcher
+            .cancel(id, req.get_ref().reason.trim())
+            .await
+            .map_err(ApiError::from)?;
+        Self::control_reply(&run)
+    }
+
+    type WatchOperationRunStream = std::pin::Pin<
+        Box<dyn tokio_stream::Stream<Item = Result<pb::OperationRun, Status>> + Send>,
+    >;
+
+    async fn watch_operation_run(
+        &self,
+        req: Request<pb::WatchOperationRunRequest>,
+    ) -> Reply<Self::WatchOperationRunStream> {
+        let id = Self::run_id(req.get_ref().id.as_ref())?;
+        // Fail fast on an unknown run.
+        self.runs.get(id, false).await.map_err(ApiError::from)?;
+        let runs = self.runs.clone();
+        let mut changes = self.dispatcher.subscribe();
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut last: Option<pb::OperationRun> = None;
+            loop {
+                match runs.get(id, true).await {
+                    Ok((run, stats)) => {
+                        let terminal = run.status.is_terminal();
+                        let message = convert::operation_run(&run, stats.as_ref());
+                        if last.as_ref() != Some(&message) {
+                            if tx.send(Ok(message.clone())).await.is_err() {
+                                return;
+                            }
+                            last = Some(message);
+                        }
+                        if terminal {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx
+                            .send(Err(crate::error::to_status(ApiError::from(e))))
+                            .await;
+                        return;
+                    }
+                }
+                // Wake on this run's changes; re-read at least every second
+                // (child tasks progress without touching the run row).
+                let wait = async {
+                    loop {
+                        match changes.recv().await {
+                            Ok(changed) if changed == id => return,
+                            Ok(_) => {}
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                                std::future::pending::<()>().await;
+                            }
+                        }
+                    }
+                };
+                tokio::select! {
+                    () = wait => {}
+                    () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                    () = tx.closed() => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn upgrade_firmware(
         &self,
-        _: Request<pb::UpgradeFirmwareRequest>,
+        req: Request<pb::UpgradeFirmwareRequest>,
     ) -> Reply<pb::SubmitTaskResponse> {
-        Err(Status::unimplemented(
-            "upgrade_firmware arrives with the tasks issue",
-        ))
+        let req = req.into_inner();
+        if convert::has_authentication_data(req.authentication_data.as_ref()) {
+            return Err(ApiError::FailedPrecondition(
+                "authentication_data requires a data encryption key, which is not configured"
+                    .into(),
+            )
+            .into());
+        }
+        let submit = convert::upgrade_firmware(&req).map_err(ApiError::from)?;
+        self.submit(submit).await
     }
 
     async fn power_on_rack(
         &self,
-        _: Request<pb::PowerOnRackRequest>,
+        req: Request<pb::PowerOnRackRequest>,
     ) -> Reply<pb::SubmitTaskResponse> {
-        Err(Status::unimplemented(
-            "power_on_rack arrives with the tasks issue",
-        ))
+        let submit = convert::power_on(req.get_ref()).map_err(ApiError::from)?;
+        self.submit(submit).await
     }
 
     async fn power_off_rack(
         &self,
-        _: Request<pb::PowerOffRackRequest>,
+        req: Request<pb::PowerOffRackRequest>,
     ) -> Reply<pb::SubmitTaskResponse> {
-        Err(Status::unimplemented(
-            "power_off_rack arrives with the tasks issue",
-        ))
+        let submit = convert::power_off(req.get_ref()).map_err(ApiError::from)?;
+        self.submit(submit).await
     }
 
     async fn power_reset_rack(
         &self,
-        _: Request<pb::PowerResetRackRequest>,
+        req: Request<pb::PowerResetRackRequest>,
     ) -> Reply<pb::SubmitTaskResponse> {
-        Err(Status::unimplemented(
-            "power_reset_rack arrives with the tasks issue",
-        ))
+        let submit = convert::power_reset(req.get_ref()).map_err(ApiError::from)?;
+        self.submit(submit).await
     }
 
-    async fn list_tasks(&self, _: Request<pb::ListTasksRequest>) -> Reply<pb::ListTasksResponse> {
-        Err(Status::unimplemented(
-            "list_tasks arrives with the tasks issue",
-        ))
+    async fn list_tasks(&self, req: Request<pb::ListTasksRequest>) -> Reply<pb::ListTasksResponse> {
+        let req = req.into_inner();
+        let rack_id = match req.rack_id.as_ref().filter(|u| !u.id.trim().is_empty()) {
+            None => None,
+            Some(u) => Some(self.find_rack(Some(u)).await?.id),
+        };
+        let component_id =
+            match req
+                .component_id
+                .as_ref()
+                .filter(|u| !u.id.trim().is_empty())
+            {
+                None => None,
+                Some(u) => Some(parse_uuid(&u.id).map_err(|e| {
+                    ApiError::Invalid(convert::Invalid(format!("component_id: {e}")))
+                })?),
+            };
+        let filter = rackflow_store::TaskFilter {
+            rack_id,
+            component_id,
+            active_only: req.active_only,
+            statuses: Vec::new(),
+        };
+        let page = convert::page(req.pagination.as_ref()).map_err(ApiError::from)?;
+        let (tasks, total) = self
+            .store
+            .task_list(&filter, page, req.with_report)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListTasksResponse {
+            tasks: tasks
+                .iter()
+                .map(|t| convert::pb_task(t, req.with_report))
+                .collect(),
+            total: wire_count(total),
+        }))
     }
 
     async fn get_tasks_by_i_ds(
         &self,
-        _: Request<pb::GetTasksByIDsRequest>,
+        req: Request<pb::GetTasksByIDsRequest>,
     ) -> Reply<pb::GetTasksByIDsResponse> {
-        Err(Status::unimplemented(
-            "get_tasks_by_i_ds arrives with the tasks issue",
-        ))
+        let mut ids = Vec::new();
+        for (i, id) in req.get_ref().task_ids.iter().enumerate() {
+            ids.push(
+                parse_uuid(&id.id).map_err(|e| {
+                    ApiError::Invalid(convert::Invalid(format!("task_ids[{i}]: {e}")))
+                })?,
+            );
+        }
+        let tasks = self
+            .store
+            .tasks_get_many(&ids)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::GetTasksByIDsResponse {
+            tasks: tasks.iter().map(|t| convert::pb_task(t, true)).collect(),
+        }))
     }
 
     async fn cancel_task(
         &self,
-        _: Request<pb::CancelTaskRequest>,
+        req: Request<pb::CancelTaskRequest>,
     ) -> Reply<pb::CancelTaskResponse> {
-        Err(Status::unimplemented(
-            "cancel_task arrives with the tasks issue",
-        ))
+        let id = convert::required_id(req.get_ref().task_id.as_ref(), "task_id is required")
+            .map_err(ApiError::from)?;
+        let task = self.tasks.cancel(id).await.map_err(ApiError::from)?;
+        Ok(Response::new(pb::CancelTaskResponse {
+            task: Some(convert::pb_task(&task, true)),
+        }))
     }
 
     async fn create_operation_rule(
         &self,
-        _: Request<pb::CreateOperationRuleRequest>,
+        req: Request<pb::CreateOperationRuleRequest>,
     ) -> Reply<pb::CreateOperationRuleResponse> {
-        Err(Status::unimplemented(
-            "create_operation_rule arrives with the tasks issue",
-        ))
+        let req = req.into_inner();
+        let task_type =
+            convert::rule_type(req.operation_type, "operation_type").map_err(ApiError::from)?;
+        let invalid = |e: rackflow_domain::rule::RuleError| {
+            ApiError::Invalid(convert::Invalid(e.to_string()))
+        };
+        rackflow_domain::rule::validate_rule_record(&req.name, task_type, &req.operation_code)
+            .map_err(invalid)?;
+        let definition = rackflow_domain::rule::parse_rule_definition(&req.rule_definition_json)
+            .map_err(invalid)?;
+        let now = chrono::Utc::now();
+        let rule = rackflow_domain::rule::OperationRule {
+            id: Uuid::new_v4(),
+            name: req.name.trim().to_string(),
+            description: req.description.clone(),
+            operation_type: task_type,
+            operation_code: req.operation_code.clone(),
+            definition,
+            is_default: req.is_default,
+            created_at: now,
+            updated_at: now,
+        };
+        self.store
+            .rule_create(&rule)
+            .await
+            .map_err(ApiError::from)?;
+        tracing::info!(rule_id = %rule.id, name = %rule.name, operation_code = %rule.operation_code, is_default = rule.is_default, "operation rule created");
+        Ok(Response::new(pb::CreateOperationRuleResponse {
+            id: Some(pb_uuid(rule.id)),
+        }))
     }
 
-    async fn update_operation_rule(&self, _: Request<pb::UpdateOperationRuleRequest>) -> Reply<()> {
-        Err(Status::unimplemented(
-            "update_operation_rule arrives with the tasks issue",
-        ))
+    async fn update_operation_rule(
+        &self,
+        req: Request<pb::UpdateOperationRuleRequest>,
+    ) -> Reply<()> {
+        let req = req.into_inner();
+        let id = Self::rule_id(req.rule_id.as_ref())?;
+        if req.name.as_ref().is_some_and(|n| n.trim().is_empty()) {
+            return Err(ApiError::Invalid(convert::Invalid("name is required".into())).into());
+        }
+        let definition = match &req.rule_definition_json {
+            Some(json) => Some(
+                rackflow_domain::rule::parse_rule_definition(json)
+                    .map_err(|e| ApiError::Invalid(convert::Invalid(e.to_string())))?,
+            ),
+            None => None,
+        };
+        self.store
+            .rule_update(
+                id,
+                req.name.as_deref().map(str::trim),
+                req.description.as_deref(),
+                definition.as_ref(),
+            )
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(|| ApiError::NotFound(format!("operation rule {id} not found")))?;
+        Ok(Response::new(()))
     }
 
-    async fn delete_operation_rule(&self, _: Request<pb::DeleteOperationRuleRequest>) -> Reply<()> {
-        Err(Status::unimplemented(
-            "delete_operation_rule arrives with the tasks issue",
-        ))
+    async fn delete_operation_rule(
+        &self,
+        req: Request<pb::DeleteOperationRuleRequest>,
+    ) -> Reply<()> {
+        let id = Self::rule_id(req.get_ref().rule_id.as_ref())?;
+        if !self.store.rule_delete(id).await.map_err(ApiError::from)? {
+            return Err(ApiError::NotFound(format!("operation rule {id} not found")).into());
+        }
+        Ok(Response::new(()))
     }
 
     async fn get_operation_rule(
         &self,
-        _: Request<pb::GetOperationRuleRequest>,
+        req: Request<pb::GetOperationRuleRequest>,
     ) -> Reply<pb::OperationRule> {
-        Err(Status::unimplemented(
-            "get_operation_rule arrives with the tasks issue",
-        ))
+        let id = Self::rule_id(req.get_ref().rule_id.as_ref())?;
+        let rule = self
+            .store
+            .rule_get(id)
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(|| ApiError::NotFound(format!("operation rule {id} not found")))?;
+        Ok(Response::new(convert::pb_rule(&rule)))
     }
 
     async fn list_operation_rules(
         &self,
-        _: Request<pb::ListOperationRulesRequest>,
+        req: Request<pb::ListOperationRulesRequest>,
     ) -> Reply<pb::ListOperationRulesResponse> {
-        Err(Status::unimplemented(
-            "list_operation_rules arrives with the tasks issue",
-        ))
+        let req = req.into_inner();
+        let task_type = match req.operation_type {
+            None | Some(0) => None,
+            Some(v) => Some(convert::rule_type(v, "operation_type").map_err(ApiError::from)?),
+        };
+        let offset = req.offset.unwrap_or(0);
+        let limit = req.limit.unwrap_or(100);
+        if offset < 0 || limit < 0 {
+            return Err(ApiError::Invalid(convert::Invalid(
+                "offset and limit must not be negative".into(),
+            ))
+            .into());
+        }
+        let page = Page {
+            offset: i64::from(offset),
+            limit: i64::from(limit),
+        };
+        let (rules, total) = self
+            .store
+            .rule_list(task_type, req.is_default, page)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListOperationRulesResponse {
+            rules: rules.iter().map(convert::pb_rule).collect(),
+            total_count: wire_count(total),
+        }))
     }
 
-    async fn set_rule_as_default(&self, _: Request<pb::SetRuleAsDefaultRequest>) -> Reply<()> {
-        Err(Status::unimplemented(
-            "set_rule_as_default arrives with the tasks issue",
-        ))
+    async fn set_rule_as_default(&self, req: Request<pb::SetRuleAsDefaultRequest>) -> Reply<()> {
+        let id = Self::rule_id(req.get_ref().rule_id.as_ref())?;
+        if !self
+            .store
+            .rule_set_default(id)
+            .await
+            .map_err(ApiError::from)?
+        {
+            return Err(ApiError::NotFound(format!("operation rule {id} not found")).into());
+        }
+        Ok(Response::new(()))
     }
 
     async fn associate_rule_with_rack(
         &self,
-        _: Request<pb::AssociateRuleWithRackRequest>,
+        req: Request<pb::AssociateRuleWithRackRequest>,
     ) -> Reply<()> {
-        Err(Status::unimplemented(
-            "associate_rule_with_rack arrives with the tasks issue",
-        ))
+        let rack_id = Self::rack_id(req.get_ref().rack_id.as_ref())?;
+        let rule_id = Self::rule_id(req.get_ref().rule_id.as_ref())?;
+        self.store
+            .rule_associate(rack_id, rule_id)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(()))
     }
 
     async fn disassociate_rule_from_rack(
         &self,
-        _: Request<pb::DisassociateRuleFromRackRequest>,
+        req: Request<pb::DisassociateRuleFromRackRequest>,
     ) -> Reply<()> {
-        Err(Status::unimplemented(
-            "disassociate_rule_from_rack arrives with the tasks issue",
-        ))
+        let req = req.into_inner();
+        let rack_id = Self::rack_id(req.rack_id.as_ref())?;
+        let task_type =
+            convert::rule_type(req.operation_type, "operation_type").map_err(ApiError::from)?;
+        self.store
+            .rule_disassociate(rack_id, task_type, &req.operation_code)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(()))
     }
 
     async fn get_rack_rule_association(
         &self,
-        _: Request<pb::GetRackRuleAssociationRequest>,
+        req: Request<pb::GetRackRuleAssociationRequest>,
     ) -> Reply<pb::GetRackRuleAssociationResponse> {
-        Err(Status::unimplemented(
-            "get_rack_rule_association arrives with the tasks issue",
-        ))
+        let req = req.into_inner();
+        let rack_id = Self::rack_id(req.rack_id.as_ref())?;
+        let task_type =
+            convert::rule_type(req.operation_type, "operation_type").map_err(ApiError::from)?;
+        let association = self
+            .store
+            .rule_association_get(rack_id, task_type, &req.operation_code)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::GetRackRuleAssociationResponse {
+            rule_id: Some(pb_uuid(association.map_or(Uuid::nil(), |a| a.rule_id))),
+        }))
     }
 
     async fn list_rack_rule_associations(
         &self,
-        _: Request<pb::ListRackRuleAssociationsRequest>,
+        req: Request<pb::ListRackRuleAssociationsRequest>,
     ) -> Reply<pb::ListRackRuleAssociationsResponse> {
-        Err(Status::unimplemented(
-            "list_rack_rule_associations arrives with the tasks issue",
-        ))
+        let rack_id = Self::rack_id(req.get_ref().rack_id.as_ref())?;
+        let associations = self
+            .store
+            .rule_associations_list(rack_id)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListRackRuleAssociationsResponse {
+            associations: associations.iter().map(convert::pb_association).collect(),
+        }))
     }
 }

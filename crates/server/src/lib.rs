@@ -9,12 +9,17 @@ pub mod config;
 pub mod convert;
 pub mod error;
 mod flow;
+mod sim_admin;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rackflow_api::v1::flow_server::FlowServer;
+use rackflow_engine::dispatcher::Dispatcher;
+use rackflow_engine::executor::{ExecutorConfig, LocalExecutor};
 use rackflow_engine::runs::RunManager;
+use rackflow_engine::sim::SimFleet;
+use rackflow_engine::tasks::TaskManager;
 use rackflow_store::{DbTarget, Store};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -58,18 +63,63 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> Result<(), Se
 }
 
 /// Serves on an already-bound listener with an opened store (tests bind port 0).
-///
-/// Shutdown order: stop accepting, let in-flight RPCs finish (bounded by
-/// `shutdown_grace_secs`), then drop the store.
 pub async fn serve_on(
     config: Config,
     store: Arc<dyn Store>,
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
+    let fleet = SimFleet::new(config.sim.clone());
+    serve_with_fleet(config, store, fleet, listener, shutdown).await
+}
+
+/// [`serve_on`] with a given simulated fleet (the demo and tests keep a
+/// handle on it).
+///
+/// Startup order: task manager (recovery of interrupted tasks, promoter) →
+/// dispatcher → gRPC. Shutdown order: stop accepting and let in-flight RPCs
+/// finish (bounded by `shutdown_grace_secs`) → dispatcher → promoter and
+/// executors (task rows are left as they are, so the next start resumes
+/// them) → store.
+pub async fn serve_with_fleet(
+    config: Config,
+    store: Arc<dyn Store>,
+    fleet: Arc<SimFleet>,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), ServerError> {
     let addr = listener.local_addr().ok();
+    let registry = Arc::new(fleet.registry());
+    let executor = Arc::new(LocalExecutor::new(
+        registry.clone(),
+        ExecutorConfig::default(),
+    ));
+    let tasks_stop = CancellationToken::new();
+    let tasks = TaskManager::new(
+        store.clone(),
+        executor,
+        registry,
+        config.tasks.engine(),
+        tasks_stop.clone(),
+    );
+    tasks.spawn_promoter();
+    match tasks.recover().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(tasks = n, "resumed interrupted tasks"),
+        Err(e) => tracing::error!(error = %e, "task recovery failed; the promoter sweep retries"),
+    }
+    let dispatcher = Dispatcher::new(store.clone(), tasks.clone(), config.dispatcher.engine());
+    let dispatcher_stop = CancellationToken::new();
+    let dispatcher_loop = config
+        .dispatcher
+        .enabled
+        .then(|| dispatcher.spawn(dispatcher_stop.clone()));
+    if dispatcher_loop.is_none() {
+        tracing::warn!("dispatcher disabled: operation runs are not driven by this server");
+    }
+
     let runs = RunManager::new(store.clone(), config.planner.max_candidate_targets);
-    let flow = flow::FlowService::new(store.clone(), runs);
+    let flow = flow::FlowService::new(store.clone(), runs, tasks.clone(), dispatcher.clone());
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
@@ -87,20 +137,29 @@ pub async fn serve_on(
         .add_service(health_service)
         .add_service(reflection)
         .add_service(FlowServer::new(flow))
+        .add_service(sim_admin::SimAdminService::new(fleet).into_server())
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
             async move { stop.cancelled().await },
         );
     tokio::pin!(server);
-    tokio::select! {
-        result = &mut server => result?,
+    let served = tokio::select! {
+        result = &mut server => result,
         () = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
             tracing::warn!(grace_secs = grace.as_secs(), "in-flight RPCs did not finish in time; stopping");
+            Ok(())
         }
-    }
+    };
     health_reporter
         .set_not_serving::<FlowServer<flow::FlowService>>()
         .await;
+    dispatcher_stop.cancel();
+    if let Some(handle) = dispatcher_loop {
+        let _ = handle.await;
+    }
+    tasks_stop.cancel();
+    tasks.wait_stopped().await;
     tracing::info!("flow server stopped");
+    served?;
     Ok(())
 }

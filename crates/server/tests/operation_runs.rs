@@ -671,6 +671,7 @@ async fn planner_errors_map_to_reference_codes(backend: Backend) {
 
 async fn candidate_limit_is_internal(backend: Backend) {
     let mut config = rackflow_server::Config::default();
+    config.dispatcher.enabled = false;
     config.planner.max_candidate_targets = 2;
     let Some(mut s) = TestServer::start_with(backend, config).await else {
         return;
@@ -1275,12 +1276,20 @@ async fn stats_and_not_found(backend: Backend) {
             (Code::InvalidArgument, "operation run ID is required")
         );
     }
-    // Manual controls arrive with the dispatcher.
-    let err = s
+    let paused = s
         .client
         .pause_operation_run(pb::PauseOperationRunRequest { id })
         .await
-        .expect_err("pause");
-    assert_eq!(err.code(), Code::Unimplemented);
+        .expect("pause")
+        .into_inner();
+    let state = paused.summary.unwrap().state.unwrap();
+    assert_eq!(
+        (state.status, state.reason),
+        (
+            pb::OperationRunStatus::Paused as i32,
+            pb::OperationRunStatusReason::OperatorPaused as i32
+        )
+    );
+    assert!(paused.stats.is_none(), "control responses carry no stats");
     s.stop().await;
 }

@@ -3,26 +3,40 @@
 //! [`Backend`] is what a dialect provides: run a [`Sql`] statement on the
 //! pool or in a transaction, and the few SQL fragments that differ. Every
 //! type implementing it is a [`Store`] through the blanket impl below, whose
-//! bodies live in `inventory.rs` and `runs.rs`. The sqlx plumbing that is the
-//! same for both pool types is stamped out by [`sqlx_backend!`].
+//! bodies live in `inventory.rs`, `runs.rs`, `tasks.rs` and `rules.rs`. The
+//! sqlx plumbing that is the same for both pool types is stamped out by
+//! [`sqlx_backend!`].
 
 use async_trait::async_trait;
 use rackflow_domain::inventory::{Component, Rack};
+use rackflow_domain::rule::{OperationRule, RackRuleAssociation, RuleDefinition};
 use rackflow_domain::run::{OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery};
+use rackflow_domain::task::{Task, TaskStatus, TaskType};
 use uuid::Uuid;
 
 use crate::sql::{RowReader, Sql};
 use crate::{
-    ComponentFilterQuery, ComponentPatch, RackFilter, Store, StoreResult, inventory, runs,
+    ComponentFilterQuery, ComponentPatch, LockMode, RackFilter, RunLock, Store, StoreResult,
+    SubmitDecision, SubmitOutcome, TaskFilter, TaskTransition, TaskUpdate, inventory, rules, runs,
+    tasks,
 };
 
-/// An open transaction; dropping it without [`Txn::commit`] rolls back.
+/// An open transaction; dropping it without [`Txn::commit`] rolls back
+/// (when the connection is next used or returned to the pool; call
+/// [`Txn::rollback`] to release locks at once).
 #[async_trait]
 pub(crate) trait Txn: Send {
+    type Row: RowReader;
+
     /// Runs a write; returns the number of rows it affected.
     async fn execute(&mut self, sql: Sql) -> Result<u64, sqlx::Error>;
 
+    /// Runs a query (or a write with `RETURNING`) inside the transaction.
+    async fn fetch_all(&mut self, sql: Sql) -> Result<Vec<Self::Row>, sqlx::Error>;
+
     async fn commit(self) -> Result<(), sqlx::Error>;
+
+    async fn rollback(self) -> Result<(), sqlx::Error>;
 }
 
 /// A database dialect the store logic runs on.
@@ -32,7 +46,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     const DIALECT: &'static str;
 
     type Row: RowReader;
-    type Tx: Txn;
+    type Tx: Txn<Row = Self::Row>;
 
     async fn fetch_all(&self, sql: Sql) -> Result<Vec<Self::Row>, sqlx::Error>;
 
@@ -42,6 +56,34 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// A case-sensitive match of `column` against `like_pattern` (LIKE
     /// syntax: `%`, `_`, backslash escapes), binding the pattern into `sql`.
     fn like(sql: &mut Sql, column: &str, like_pattern: &str) -> String;
+
+    /// The statement that takes a transaction-scoped exclusive lock on
+    /// `key` (see [`crate::sql::lock_key`]), or `None` where
+    /// [`Backend::begin`] already serialises all writers.
+    fn xact_lock(key: i64) -> Option<Sql>;
+
+    /// A condition on the `task` row: its `attributes.components_by_type`
+    /// lists `component_id` under any type; binds into `sql`.
+    fn task_has_component(sql: &mut Sql, component_id: Uuid) -> String;
+
+    /// The row-lock clause appended to a `SELECT` inside a write
+    /// transaction (` FOR UPDATE`, or ` FOR UPDATE SKIP LOCKED` when
+    /// `skip_locked`), or `""` where [`Backend::begin`] already serialises
+    /// all writers.
+    fn for_update(skip_locked: bool) -> &'static str;
+
+    /// An aggregate counting the rows that satisfy `condition` (a fixed SQL
+    /// condition, never caller text); 0 over no rows.
+    fn count_where(condition: &str) -> String;
+}
+
+/// Takes the transaction-scoped lock on `key` inside `tx` (a no-op where
+/// the write transaction serialises already).
+pub(crate) async fn xact_lock<B: Backend>(tx: &mut B::Tx, key: i64) -> Result<(), sqlx::Error> {
+    if let Some(sql) = B::xact_lock(key) {
+        tx.fetch_all(sql).await?;
+    }
+    Ok(())
 }
 
 /// Runs a `SELECT COUNT(*) AS n …` statement.
@@ -66,13 +108,19 @@ macro_rules! sqlx_backend {
         dialect: $dialect:literal,
         bind: $bind:path,
         begin: $begin:literal,
-        like: $like:path $(,)?
+        like: $like:path,
+        xact_lock: $xact_lock:path,
+        task_has_component: $task_has_component:path,
+        for_update: $for_update:path,
+        count_where: $count_where:path $(,)?
     ) => {
         /// An open transaction of this dialect.
         pub(crate) struct $tx(sqlx::Transaction<'static, $db>);
 
         #[async_trait::async_trait]
         impl $crate::backend::Txn for $tx {
+            type Row = $row;
+
             async fn execute(&mut self, sql: $crate::sql::Sql) -> Result<u64, sqlx::Error> {
                 let $crate::sql::Sql { text, args } = sql;
                 Ok($bind(sqlx::query(&text), args)
@@ -81,8 +129,19 @@ macro_rules! sqlx_backend {
                     .rows_affected())
             }
 
+            async fn fetch_all(&mut self, sql: $crate::sql::Sql) -> Result<Vec<$row>, sqlx::Error> {
+                let $crate::sql::Sql { text, args } = sql;
+                $bind(sqlx::query(&text), args)
+                    .fetch_all(&mut *self.0)
+                    .await
+            }
+
             async fn commit(self) -> Result<(), sqlx::Error> {
                 self.0.commit().await
+            }
+
+            async fn rollback(self) -> Result<(), sqlx::Error> {
+                self.0.rollback().await
             }
         }
 
@@ -104,6 +163,22 @@ macro_rules! sqlx_backend {
 
             fn like(sql: &mut $crate::sql::Sql, column: &str, like_pattern: &str) -> String {
                 $like(sql, column, like_pattern)
+            }
+
+            fn xact_lock(key: i64) -> Option<$crate::sql::Sql> {
+                $xact_lock(key)
+            }
+
+            fn task_has_component(sql: &mut $crate::sql::Sql, component_id: uuid::Uuid) -> String {
+                $task_has_component(sql, component_id)
+            }
+
+            fn for_update(skip_locked: bool) -> &'static str {
+                $for_update(skip_locked)
+            }
+
+            fn count_where(condition: &str) -> String {
+                $count_where(condition)
             }
         }
     };
@@ -202,5 +277,140 @@ impl<B: Backend> Store for B {
         query: &TargetQuery,
     ) -> StoreResult<(Vec<OperationRunTarget>, i64)> {
         runs::run_targets_list(self, query).await
+    }
+
+    async fn run_target_update(&self, target: &OperationRunTarget) -> StoreResult<()> {
+        runs::run_target_update(self, target).await
+    }
+
+    async fn run_ids_runnable(&self, limit: i64) -> StoreResult<Vec<Uuid>> {
+        runs::run_ids_runnable(self, limit).await
+    }
+
+    async fn run_lock_apply(
+        &self,
+        run_id: Uuid,
+        mode: LockMode,
+        apply: &mut (dyn for<'l> FnMut(&'l mut RunLock) -> StoreResult<()> + Send),
+    ) -> StoreResult<Option<()>> {
+        runs::run_lock_apply(self, run_id, mode, apply).await
+    }
+
+    async fn run_current_targets(&self, run_id: Uuid) -> StoreResult<Vec<OperationRunTarget>> {
+        runs::run_current_targets(self, run_id).await
+    }
+
+    async fn task_submit(
+        &self,
+        task: &Task,
+        decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
+    ) -> StoreResult<SubmitOutcome> {
+        tasks::task_submit(self, task, decide).await
+    }
+
+    async fn task_promote(
+        &self,
+        rack_id: Uuid,
+        decide: &(dyn for<'t> Fn(&'t [Task]) -> Vec<TaskTransition> + Send + Sync),
+    ) -> StoreResult<Vec<Task>> {
+        tasks::task_promote(self, rack_id, decide).await
+    }
+
+    async fn racks_with_waiting_tasks(&self) -> StoreResult<Vec<Uuid>> {
+        tasks::racks_with_waiting_tasks(self).await
+    }
+
+    async fn task_update(&self, id: Uuid, update: &TaskUpdate) -> StoreResult<Option<Task>> {
+        tasks::task_update(self, id, update).await
+    }
+
+    async fn task_get(&self, id: Uuid) -> StoreResult<Option<Task>> {
+        tasks::task_get(self, id).await
+    }
+
+    async fn tasks_get_many(&self, ids: &[Uuid]) -> StoreResult<Vec<Task>> {
+        tasks::tasks_get_many(self, ids).await
+    }
+
+    async fn task_list(
+        &self,
+        filter: &TaskFilter,
+        page: Page,
+        with_report: bool,
+    ) -> StoreResult<(Vec<Task>, i64)> {
+        tasks::task_list(self, filter, page, with_report).await
+    }
+
+    async fn tasks_with_status(&self, statuses: &[TaskStatus]) -> StoreResult<Vec<Task>> {
+        tasks::tasks_with_status(self, statuses).await
+    }
+
+    async fn rule_create(&self, rule: &OperationRule) -> StoreResult<()> {
+        rules::rule_create(self, rule).await
+    }
+
+    async fn rule_update(
+        &self,
+        id: Uuid,
+        name: Option<&str>,
+        description: Option<&str>,
+        definition: Option<&RuleDefinition>,
+    ) -> StoreResult<Option<OperationRule>> {
+        rules::rule_update(self, id, name, description, definition).await
+    }
+
+    async fn rule_delete(&self, id: Uuid) -> StoreResult<bool> {
+        rules::rule_delete(self, id).await
+    }
+
+    async fn rule_get(&self, id: Uuid) -> StoreResult<Option<OperationRule>> {
+        rules::rule_get(self, id).await
+    }
+
+    async fn rule_list(
+        &self,
+        task_type: Option<TaskType>,
+        is_default: Option<bool>,
+        page: Page,
+    ) -> StoreResult<(Vec<OperationRule>, i64)> {
+        rules::rule_list(self, task_type, is_default, page).await
+    }
+
+    async fn rule_set_default(&self, id: Uuid) -> StoreResult<bool> {
+        rules::rule_set_default(self, id).await
+    }
+
+    async fn rule_default_for(
+        &self,
+        task_type: TaskType,
+        code: &str,
+    ) -> StoreResult<Option<OperationRule>> {
+        rules::rule_default_for(self, task_type, code).await
+    }
+
+    async fn rule_associate(&self, rack_id: Uuid, rule_id: Uuid) -> StoreResult<()> {
+        rules::rule_associate(self, rack_id, rule_id).await
+    }
+
+    async fn rule_disassociate(
+        &self,
+        rack_id: Uuid,
+        task_type: TaskType,
+        code: &str,
+    ) -> StoreResult<()> {
+        rules::rule_disassociate(self, rack_id, task_type, code).await
+    }
+
+    async fn rule_association_get(
+        &self,
+        rack_id: Uuid,
+        task_type: TaskType,
+        code: &str,
+    ) -> StoreResult<Option<RackRuleAssociation>> {
+        rules::rule_association_get(self, rack_id, task_type, code).await
+    }
+
+    async fn rule_associations_list(&self, rack_id: Uuid) -> StoreResult<Vec<RackRuleAssociation>> {
+        rules::rule_associations_list(self, rack_id).await
     }
 }

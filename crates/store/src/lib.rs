@@ -8,26 +8,33 @@
 //!
 //! Layout: `sql` (statements, arguments, row reading, constraint errors) and
 //! `backend` (the dialect seam and the one generic [`Store`] impl) are shared;
-//! `inventory` and `runs` hold the store logic, written once; `sqlite` and
-//! `postgres` hold only what differs (connecting, value encodings, LIKE).
+//! `inventory`, `runs`, `tasks` and `rules` hold the store logic, written
+//! once; `sqlite` and `postgres` hold only what differs (connecting, value
+//! encodings, LIKE, the per-rack lock, JSON search).
 
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentType;
+use rackflow_domain::dispatch::EarlierPhases;
 use rackflow_domain::inventory::{Component, Rack};
+use rackflow_domain::rule::{OperationRule, RackRuleAssociation, RuleDefinition};
 use rackflow_domain::run::{OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery};
+use rackflow_domain::task::{Task, TaskStatus, TaskType};
 use uuid::Uuid;
 
 mod backend;
 mod error;
 mod inventory;
 mod postgres;
+mod rules;
 mod runs;
 mod sql;
 mod sqlite;
+mod tasks;
 
 pub use error::StoreError;
 pub use postgres::PgStore;
@@ -72,6 +79,101 @@ pub struct ComponentPatch {
     pub rack_id: Option<Option<Uuid>>,
     /// BMCs matched by MAC: existing rows are updated, new ones added.
     pub bmcs: Vec<rackflow_domain::inventory::Bmc>,
+}
+
+/// What the submitter decided after seeing the rack's unfinished tasks
+/// (the `decide` callback of [`Store::task_submit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubmitDecision {
+    /// Insert the task with this status, message and queue deadline.
+    Insert {
+        status: TaskStatus,
+        message: String,
+        queue_expires_at: Option<DateTime<Utc>>,
+    },
+    /// Write nothing; the text comes back in [`SubmitOutcome::Rejected`].
+    Reject(String),
+}
+
+/// What [`Store::task_submit`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubmitOutcome {
+    /// The task as stored.
+    Inserted(Task),
+    /// An unfinished task with the same idempotency key already exists
+    /// (possibly on another rack: the caller checks); nothing was written.
+    Existing(Task),
+    /// `decide` rejected; nothing was written.
+    Rejected(String),
+}
+
+/// A status change the promoter / canceller wants applied by
+/// [`Store::task_promote`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskTransition {
+    pub id: Uuid,
+    pub status: TaskStatus,
+    pub message: String,
+}
+
+/// Conditional update of one task ([`Store::task_update`]); `None` fields
+/// are left alone.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskUpdate {
+    /// The statuses the task must be in for the update to apply; empty =
+    /// any current status.
+    pub expected: Vec<TaskStatus>,
+    pub status: Option<TaskStatus>,
+    pub message: Option<String>,
+    pub report: Option<serde_json::Value>,
+    /// `Some(None)` clears the applied rule (a built-in rule was used).
+    pub applied_rule_id: Option<Option<Uuid>>,
+    pub rule_definition: Option<RuleDefinition>,
+    pub executor_type: Option<String>,
+    pub execution_id: Option<String>,
+    /// Sets (`Some(Some(t))`) or clears the queue deadline, e.g. for a task
+    /// parked as waiting for target linkage. When `None`, a `status` other
+    /// than waiting clears it.
+    pub queue_expires_at: Option<Option<DateTime<Utc>>>,
+}
+
+/// Filter of task listings. Set fields AND.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    pub rack_id: Option<Uuid>,
+    /// Tasks whose `components_by_type` lists this component.
+    pub component_id: Option<Uuid>,
+    /// Only waiting, pending and running tasks.
+    pub active_only: bool,
+    /// Any of these statuses (empty: any status).
+    pub statuses: Vec<TaskStatus>,
+}
+
+/// The locked state of one run for a dispatcher attempt or a manual control
+/// ([`Store::run_lock_apply`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunLock {
+    pub run: OperationRun,
+    /// Targets of `run.current_phase_index`, ordered by sequence_index, locked.
+    pub targets: Vec<OperationRunTarget>,
+    /// Aggregate of targets with phase_index < current (not locked).
+    pub earlier: EarlierPhases,
+}
+
+/// How [`Store::run_lock_apply`] takes the run's row lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockMode {
+    /// Dispatcher: only if the run is pending or running, and skip it (return
+    /// None) if another transaction holds it (`FOR UPDATE SKIP LOCKED` on
+    /// PostgreSQL).
+    ///
+    /// SQLite has no row locks: its write transaction (`BEGIN IMMEDIATE`)
+    /// serialises all writers, so "skip if locked" degrades to "wait for
+    /// the other writer" (up to the busy timeout) there. That is the same
+    /// guarantee on the single node SQLite serves.
+    Runnable,
+    /// Manual controls: wait for the lock; any status.
+    Wait,
 }
 
 /// The persistence interface, implemented for SQLite and PostgreSQL.
@@ -160,8 +262,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Inserts a run and all its targets in one transaction; a failure
     /// writes nothing. Unique violations (run id, target id, a run's rack or
-    /// sequence index twice) answer [`StoreError::AlreadyExists`]. Targets
-    /// are stored under `run.id` whatever their `operation_run_id` says.
+    /// sequence index twice) answer [`StoreError::AlreadyExists`]; a target
+    /// `task_id` naming no task [`StoreError::NotFound`] (`task <id>`).
+    /// Targets are stored under `run.id` whatever their `operation_run_id`
+    /// says.
     async fn run_create(
         &self,
         run: &OperationRun,
@@ -190,6 +294,200 @@ pub trait Store: Send + Sync + 'static {
         &self,
         query: &TargetQuery,
     ) -> StoreResult<(Vec<OperationRunTarget>, i64)>;
+
+    /// Writes a target's dispatch state: `task_id`, `status`, `message`,
+    /// `retry_after`, `retry_state` (and stamps `updated_at`). An unknown
+    /// target answers [`StoreError::NotFound`] (`operation run target
+    /// <id>`); a `task_id` naming no task `NotFound` (`task <id>`).
+    async fn run_target_update(&self, target: &OperationRunTarget) -> StoreResult<()>;
+
+    /// Ids of runs with status pending or running, ordered by updated_at
+    /// ASC (then id), at most `limit` (not locked). A non-positive `limit`
+    /// gives no ids.
+    async fn run_ids_runnable(&self, limit: i64) -> StoreResult<Vec<Uuid>>;
+
+    /// One dispatcher attempt or manual control (operation-runs §3.2, §4.1),
+    /// in ONE transaction:
+    ///
+    /// 1. lock the run row per `mode` (PostgreSQL: `FOR UPDATE SKIP LOCKED`
+    ///    and only pending / running for [`LockMode::Runnable`], `FOR
+    ///    UPDATE` for [`LockMode::Wait`]; SQLite: the write transaction);
+    /// 2. lock its current-phase target rows (`FOR UPDATE`, ordered by
+    ///    phase_index, sequence_index);
+    /// 3. aggregate the earlier phases (phase_index < current, one row of
+    ///    counts, not locked);
+    /// 4. call `apply(&mut lock)`;
+    /// 5. write every target of `lock.targets` whose dispatch state
+    ///    (`task_id`, `status`, `message`, `retry_after`, `retry_state`)
+    ///    differs from the loaded copy, stamping `updated_at`; unchanged
+    ///    rows are not written. A target that is not one of the loaded
+    ///    (locked) rows answers [`StoreError::NotFound`] and rolls back;
+    /// 6. write the run (`status`, `status_reason`, `status_message`,
+    ///    `current_phase_index`, `started_at`, `finished_at`, stamping
+    ///    `updated_at`) if any of those changed — and in
+    ///    [`LockMode::Runnable`] always, so every dispatcher attempt moves
+    ///    the run to the back of the [`Store::run_ids_runnable`] order
+    ///    (§3.1 fairness; the reference rewrites the run row on every
+    ///    attempt);
+    /// 7. commit.
+    ///
+    /// `updated_at` comes from the store's clock (microseconds), strictly
+    /// after the row's previous value, in both dialects.
+    ///
+    /// Returns `Ok(None)` when the run does not exist (Wait) or was not
+    /// obtained (Runnable: missing, not pending / running, or locked
+    /// elsewhere), after rolling back; `Ok(Some(()))` after the commit. If
+    /// `apply` (or a write) returns `Err`, the transaction is rolled back
+    /// and that error returned. `apply` is synchronous and runs while the
+    /// locks are held: keep it short.
+    async fn run_lock_apply(
+        &self,
+        run_id: Uuid,
+        mode: LockMode,
+        apply: &mut (dyn for<'l> FnMut(&'l mut RunLock) -> StoreResult<()> + Send),
+    ) -> StoreResult<Option<()>>;
+
+    /// Current-phase targets of a run (no lock), ordered by sequence_index,
+    /// for cancellation after commit. An unknown run gives none.
+    async fn run_current_targets(&self, run_id: Uuid) -> StoreResult<Vec<OperationRunTarget>>;
+
+    // ---- tasks ------------------------------------------------------------
+
+    /// Submits a task to its rack in one transaction serialised per rack
+    /// (PostgreSQL: a transaction-scoped advisory lock on the rack id;
+    /// SQLite: the write transaction):
+    ///
+    /// 1. a non-empty `idempotency_key` with an unfinished (waiting, pending,
+    ///    running) task under it → [`SubmitOutcome::Existing`], no write;
+    /// 2. the rack's unfinished tasks, oldest first (created_at, id), go to
+    ///    `decide`;
+    /// 3. [`SubmitDecision::Insert`] stores the task with the decided
+    ///    status, message and queue deadline (`created_at` = `updated_at` =
+    ///    now, `started_at` / `finished_at` none; the other fields as given)
+    ///    and returns it as stored; [`SubmitDecision::Reject`] writes nothing.
+    ///
+    /// A rack that does not exist answers [`StoreError::NotFound`] (`rack
+    /// <id>`); an `applied_rule_id` naming no rule `NotFound` (`operation
+    /// rule <id>`); a task id in use [`StoreError::AlreadyExists`] (`task
+    /// id "<id>"`).
+    async fn task_submit(
+        &self,
+        task: &Task,
+        decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
+    ) -> StoreResult<SubmitOutcome>;
+
+    /// Under the same per-rack serialisation as [`Store::task_submit`]:
+    /// gives the rack's unfinished tasks (oldest first) to `decide` and
+    /// applies the transitions it returns. Each sets status and message
+    /// (and `updated_at`); entering running stamps `started_at` once,
+    /// entering completed / failed / terminated stamps `finished_at`, and
+    /// any status but waiting clears `queue_expires_at`. A transition
+    /// applies only to a task `decide` was shown and only if that task is
+    /// still in the status it was shown with; others are skipped. Returns
+    /// the updated tasks in transition order.
+    async fn task_promote(
+        &self,
+        rack_id: Uuid,
+        decide: &(dyn for<'t> Fn(&'t [Task]) -> Vec<TaskTransition> + Send + Sync),
+    ) -> StoreResult<Vec<Task>>;
+
+    /// Racks having at least one waiting task, ordered by id.
+    async fn racks_with_waiting_tasks(&self) -> StoreResult<Vec<Uuid>>;
+
+    /// Applies `update` to the task if its status is in `update.expected`
+    /// (or `expected` is empty) and returns the updated task; `None` when
+    /// there is no such task or its status is not expected. Stamps
+    /// `updated_at`; a status of running stamps `started_at` unless set, a
+    /// finished status stamps `finished_at` unless set; `queue_expires_at`
+    /// as [`TaskUpdate::queue_expires_at`] says. A `Some("")` text clears
+    /// the field.
+    async fn task_update(&self, id: Uuid, update: &TaskUpdate) -> StoreResult<Option<Task>>;
+
+    async fn task_get(&self, id: Uuid) -> StoreResult<Option<Task>>;
+
+    /// Tasks by id, in the order of `ids`; unknown ids are skipped.
+    async fn tasks_get_many(&self, ids: &[Uuid]) -> StoreResult<Vec<Task>>;
+
+    /// Page of tasks ordered by created_at DESC, id DESC, plus the filtered
+    /// total before paging. `report` is `None` unless `with_report`.
+    async fn task_list(
+        &self,
+        filter: &TaskFilter,
+        page: Page,
+        with_report: bool,
+    ) -> StoreResult<(Vec<Task>, i64)>;
+
+    /// All tasks in any of `statuses`, created_at ASC, id ASC (recovery
+    /// after a restart).
+    async fn tasks_with_status(&self, statuses: &[TaskStatus]) -> StoreResult<Vec<Task>>;
+
+    // ---- operation rules --------------------------------------------------
+
+    /// Inserts a rule. A second default for the rule's (type, code) answers
+    /// [`StoreError::AlreadyExists`] (`a default rule for (<type>,
+    /// <code>)`), a rule id in use `AlreadyExists` (`operation rule id
+    /// "<id>"`); nothing is written then.
+    async fn rule_create(&self, rule: &OperationRule) -> StoreResult<()>;
+
+    /// Changes name, description (`Some("")` clears it) and / or
+    /// definition; returns the updated rule, `None` if no such rule.
+    async fn rule_update(
+        &self,
+        id: Uuid,
+        name: Option<&str>,
+        description: Option<&str>,
+        definition: Option<&RuleDefinition>,
+    ) -> StoreResult<Option<OperationRule>>;
+
+    /// Deletes a rule: its rack associations go with it, tasks that applied
+    /// it keep running with `applied_rule_id` NULL. False if no such rule.
+    async fn rule_delete(&self, id: Uuid) -> StoreResult<bool>;
+
+    async fn rule_get(&self, id: Uuid) -> StoreResult<Option<OperationRule>>;
+
+    /// Page of rules ordered by created_at DESC, id DESC, plus the filtered
+    /// total before paging.
+    async fn rule_list(
+        &self,
+        task_type: Option<TaskType>,
+        is_default: Option<bool>,
+        page: Page,
+    ) -> StoreResult<(Vec<OperationRule>, i64)>;
+
+    /// Makes the rule the default of its (type, code) in one transaction,
+    /// unsetting the current default. False if no such rule.
+    async fn rule_set_default(&self, id: Uuid) -> StoreResult<bool>;
+
+    /// The default rule of (type, code).
+    async fn rule_default_for(
+        &self,
+        task_type: TaskType,
+        code: &str,
+    ) -> StoreResult<Option<OperationRule>>;
+
+    /// Pins the rule to the rack for the rule's (type, code), replacing the
+    /// rule pinned there before. A missing or soft-deleted rack answers
+    /// [`StoreError::NotFound`] (`rack <id>`), a missing rule `NotFound`
+    /// (`operation rule <id>`).
+    async fn rule_associate(&self, rack_id: Uuid, rule_id: Uuid) -> StoreResult<()>;
+
+    /// Unpins the rack's rule for (type, code); missing is a no-op.
+    async fn rule_disassociate(
+        &self,
+        rack_id: Uuid,
+        task_type: TaskType,
+        code: &str,
+    ) -> StoreResult<()>;
+
+    async fn rule_association_get(
+        &self,
+        rack_id: Uuid,
+        task_type: TaskType,
+        code: &str,
+    ) -> StoreResult<Option<RackRuleAssociation>>;
+
+    /// The rack's associations ordered by type, code.
+    async fn rule_associations_list(&self, rack_id: Uuid) -> StoreResult<Vec<RackRuleAssociation>>;
 }
 
 /// Which database to open.

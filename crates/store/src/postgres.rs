@@ -65,6 +65,10 @@ sqlx_backend! {
     bind: bind_all,
     begin: "BEGIN",
     like: like_match,
+    xact_lock: advisory_xact_lock,
+    task_has_component: task_has_component,
+    for_update: row_lock,
+    count_where: count_filter,
 }
 
 type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
@@ -73,6 +77,7 @@ fn bind_all(mut query: Query<'_>, args: Vec<Arg>) -> Query<'_> {
     for arg in args {
         query = match arg {
             Arg::Text(v) => query.bind(v),
+            Arg::Bool(v) => query.bind(v),
             Arg::I32(v) => query.bind(v),
             Arg::I64(v) => query.bind(v),
             Arg::Uuid(v) => query.bind(v),
@@ -86,6 +91,33 @@ fn bind_all(mut query: Query<'_>, args: Vec<Arg>) -> Query<'_> {
 /// PostgreSQL's LIKE is case-sensitive already.
 fn like_match(sql: &mut Sql, column: &str, like_pattern: &str) -> String {
     format!("{column} LIKE {}", sql.bind(like_pattern))
+}
+
+/// A transaction-scoped advisory lock, released at commit or rollback.
+fn advisory_xact_lock(key: i64) -> Option<Sql> {
+    Some(Sql::new("SELECT pg_advisory_xact_lock($1)").arg(key))
+}
+
+/// Row locks held to the end of the transaction.
+fn row_lock(skip_locked: bool) -> &'static str {
+    if skip_locked {
+        " FOR UPDATE SKIP LOCKED"
+    } else {
+        " FOR UPDATE"
+    }
+}
+
+/// A FILTERed COUNT (0 over no rows).
+fn count_filter(condition: &str) -> String {
+    format!("COUNT(*) FILTER (WHERE {condition})")
+}
+
+/// A jsonpath test the GIN index on `attributes` (jsonb_ops) can serve.
+/// The id is formatted into the path (a UUID is only hex digits and
+/// hyphens); the path itself is bound.
+fn task_has_component(sql: &mut Sql, component_id: Uuid) -> String {
+    let path = format!("$.components_by_type.*[*] ? (@ == \"{component_id}\")");
+    format!("task.attributes @? CAST({} AS jsonpath)", sql.bind(path))
 }
 
 impl RowReader for PgRow {
@@ -102,6 +134,10 @@ impl RowReader for PgRow {
     }
 
     fn opt_json_value(&self, col: &'static str) -> StoreResult<Option<serde_json::Value>> {
+        Ok(self.try_get(col)?)
+    }
+
+    fn bool(&self, col: &'static str) -> StoreResult<bool> {
         Ok(self.try_get(col)?)
     }
 

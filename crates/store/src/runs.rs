@@ -7,7 +7,17 @@
 //! `operation_template` (serde of the domain types, §5.6), with
 //! `operation_type` / `operation_code` copied from the template so they can
 //! be filtered on.
+//!
+//! Dispatch ([`run_lock_apply`]): one transaction locks the run row, then
+//! its current-phase target rows (always in that order, run first, targets
+//! by phase and sequence, so two lockers cannot deadlock), reads the
+//! earlier-phase aggregate, lets the caller change the loaded copy, and
+//! writes back only what changed. Row locks are `FOR UPDATE [SKIP LOCKED]`
+//! on PostgreSQL; on SQLite the `BEGIN IMMEDIATE` write transaction holds
+//! the whole database, which is the same guarantee for its single node.
 
+use chrono::{DateTime, Utc};
+use rackflow_domain::dispatch::EarlierPhases;
 use rackflow_domain::run::{
     NameQuery, OperationRun, OperationRunTarget, Page, PhaseScope, RetryState, RunConfiguration,
     RunListFilter, RunReason, RunStatus, TargetQuery, TargetStatus,
@@ -15,8 +25,11 @@ use rackflow_domain::run::{
 use uuid::Uuid;
 
 use crate::backend::{Backend, Txn, fetch_count};
-use crate::sql::{Conditions, RowReader, Sql, UniqueKey, non_empty, now, to_json, write_error};
-use crate::{StoreError, StoreResult};
+use crate::sql::{
+    Conditions, RowReader, Sql, UniqueKey, micros, non_empty, now, parse_named, to_json,
+    write_error,
+};
+use crate::{LockMode, RunLock, StoreError, StoreResult};
 
 const RUN_COLUMNS: &str = "id, name, description, status, status_reason, status_message, \
      current_phase_index, total_phases, selector, options, operation_template, operation_type, \
@@ -91,17 +104,6 @@ fn retry_state_from_row(row: &impl RowReader) -> StoreResult<Option<RetryState>>
             Ok(None)
         }
     }
-}
-
-fn parse_named<T>(
-    what: &'static str,
-    text: &str,
-    parse: impl FnOnce(&str) -> Option<T>,
-) -> StoreResult<T> {
-    parse(text).ok_or_else(|| StoreError::Decode {
-        what,
-        detail: format!("unknown value {text:?}"),
-    })
 }
 
 /// Inserts the run, then its targets, in one transaction. The store stamps
@@ -186,7 +188,11 @@ pub(crate) async fn run_create<B: Backend>(
                     ),
                     _ => format!("operation run target id \"{}\"", target.id),
                 },
-                || format!("operation run \"{}\"", run.id),
+                // The run was inserted just before: only the task can be missing.
+                || match target.task_id {
+                    Some(task_id) => format!("task {task_id}"),
+                    None => format!("operation run \"{}\"", run.id),
+                },
             )
         })?;
     }
@@ -347,4 +353,275 @@ pub(crate) async fn run_targets_list<B: Backend>(
         .map(target_from_row)
         .collect::<StoreResult<_>>()?;
     Ok((targets, total))
+}
+
+/// The statement writing a target's dispatch state with `updated_at`.
+fn target_update_sql(target: &OperationRunTarget, updated_at: DateTime<Utc>) -> StoreResult<Sql> {
+    Ok(Sql::new(
+        "UPDATE operation_run_target SET task_id = $2, status = $3, message = $4, \
+         retry_after = $5, retry_state = $6, updated_at = $7 WHERE id = $1",
+    )
+    .arg(target.id)
+    .arg(target.task_id)
+    .arg(target.status.as_str())
+    .arg(non_empty(&target.message))
+    .arg(target.retry_after)
+    .arg(
+        target
+            .retry_state
+            .as_ref()
+            .map(|s| to_json("operation_run_target.retry_state", s))
+            .transpose()?,
+    )
+    .arg(updated_at))
+}
+
+/// Runs [`target_update_sql`]: a missing row answers `NotFound`
+/// (`operation run target <id>`), a `task_id` naming no task `NotFound`
+/// (`task <id>`).
+async fn write_target<T: Txn>(
+    tx: &mut T,
+    target: &OperationRunTarget,
+    updated_at: DateTime<Utc>,
+) -> StoreResult<()> {
+    let updated = tx
+        .execute(target_update_sql(target, updated_at)?)
+        .await
+        .map_err(|e| {
+            write_error(
+                e,
+                |_| format!("operation run target id \"{}\"", target.id),
+                || format!("task {}", target.task_id.unwrap_or_default()),
+            )
+        })?;
+    if updated == 0 {
+        return Err(StoreError::NotFound(format!(
+            "operation run target {}",
+            target.id
+        )));
+    }
+    Ok(())
+}
+
+/// Writes a target's dispatch state, stamping `updated_at` with the store's
+/// clock (the triggers of both dialects keep a value the statement sets).
+pub(crate) async fn run_target_update<B: Backend>(
+    backend: &B,
+    target: &OperationRunTarget,
+) -> StoreResult<()> {
+    let mut tx = backend.begin().await?;
+    write_target(&mut tx, target, now()).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+pub(crate) async fn run_ids_runnable<B: Backend>(
+    backend: &B,
+    limit: i64,
+) -> StoreResult<Vec<Uuid>> {
+    if limit <= 0 {
+        return Ok(Vec::new());
+    }
+    let sql = Sql::new(
+        "SELECT id FROM operation_run WHERE status IN ('pending', 'running') \
+         ORDER BY updated_at ASC, id ASC LIMIT $1",
+    )
+    .arg(limit);
+    backend
+        .fetch_all(sql)
+        .await?
+        .iter()
+        .map(|row| row.uuid("id"))
+        .collect()
+}
+
+pub(crate) async fn run_current_targets<B: Backend>(
+    backend: &B,
+    run_id: Uuid,
+) -> StoreResult<Vec<OperationRunTarget>> {
+    let sql = Sql::new(format!(
+        "SELECT {TARGET_COLUMNS} FROM operation_run_target WHERE operation_run_id = $1 \
+         AND phase_index = (SELECT current_phase_index FROM operation_run WHERE id = $1) \
+         ORDER BY sequence_index ASC"
+    ))
+    .arg(run_id);
+    backend
+        .fetch_all(sql)
+        .await?
+        .iter()
+        .map(target_from_row)
+        .collect()
+}
+
+/// See [`crate::Store::run_lock_apply`]. The transaction is committed only
+/// after `apply` and every write succeeded; any other way out rolls back
+/// explicitly, releasing the locks at once.
+pub(crate) async fn run_lock_apply<'a, B: Backend>(
+    backend: &B,
+    run_id: Uuid,
+    mode: LockMode,
+    apply: &'a mut (dyn for<'l> FnMut(&'l mut RunLock) -> StoreResult<()> + Send + 'a),
+) -> StoreResult<Option<()>> {
+    let mut tx = backend.begin().await?;
+    match lock_apply_persist::<B>(&mut tx, run_id, mode, apply).await {
+        Ok(Some(())) => {
+            tx.commit().await?;
+            Ok(Some(()))
+        }
+        Ok(None) => {
+            tx.rollback().await?;
+            Ok(None)
+        }
+        Err(e) => {
+            if let Err(rollback) = tx.rollback().await {
+                tracing::warn!(run = %run_id, error = %rollback, "rollback after a failed run lock attempt");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Steps 1–6 of [`crate::Store::run_lock_apply`] inside `tx`; `None` when
+/// the run was not obtained.
+async fn lock_apply_persist<'a, B: Backend>(
+    tx: &mut B::Tx,
+    run_id: Uuid,
+    mode: LockMode,
+    apply: &'a mut (dyn for<'l> FnMut(&'l mut RunLock) -> StoreResult<()> + Send + 'a),
+) -> StoreResult<Option<()>> {
+    let lock_run = match mode {
+        LockMode::Runnable => format!(
+            "SELECT {RUN_COLUMNS} FROM operation_run \
+             WHERE id = $1 AND status IN ('pending', 'running'){}",
+            B::for_update(true)
+        ),
+        LockMode::Wait => format!(
+            "SELECT {RUN_COLUMNS} FROM operation_run WHERE id = $1{}",
+            B::for_update(false)
+        ),
+    };
+    let rows = tx.fetch_all(Sql::new(lock_run).arg(run_id)).await?;
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    let run = run_from_row(row)?;
+    let phase = run.current_phase_index;
+
+    let lock_targets = Sql::new(format!(
+        "SELECT {TARGET_COLUMNS} FROM operation_run_target \
+         WHERE operation_run_id = $1 AND phase_index = $2 \
+         ORDER BY phase_index ASC, sequence_index ASC{}",
+        B::for_update(false)
+    ))
+    .arg(run_id)
+    .arg(phase);
+    let targets = tx
+        .fetch_all(lock_targets)
+        .await?
+        .iter()
+        .map(target_from_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+    let earlier = earlier_phases::<B>(tx, run_id, phase).await?;
+
+    let mut lock = RunLock {
+        run: run.clone(),
+        targets: targets.clone(),
+        earlier,
+    };
+    apply(&mut lock)?;
+
+    let now = now();
+    for target in &lock.targets {
+        let Some(loaded) = targets.iter().find(|t| t.id == target.id) else {
+            return Err(StoreError::NotFound(format!(
+                "locked operation run target {} of run {run_id}",
+                target.id
+            )));
+        };
+        if !target_state_changed(loaded, target) {
+            continue;
+        }
+        write_target(tx, target, after(now, loaded.updated_at)).await?;
+    }
+    if mode == LockMode::Runnable || run_state_changed(&run, &lock.run) {
+        let update = Sql::new(
+            "UPDATE operation_run SET status = $2, status_reason = $3, status_message = $4, \
+             current_phase_index = $5, started_at = $6, finished_at = $7, updated_at = $8 \
+             WHERE id = $1",
+        )
+        .arg(run_id)
+        .arg(lock.run.status.as_str())
+        .arg(lock.run.reason.as_str())
+        .arg(non_empty(&lock.run.status_message))
+        .arg(lock.run.current_phase_index)
+        .arg(lock.run.started_at)
+        .arg(lock.run.finished_at)
+        .arg(after(now, run.updated_at));
+        if tx.execute(update).await? == 0 {
+            return Err(StoreError::NotFound(format!("operation run {run_id}")));
+        }
+    }
+    Ok(Some(()))
+}
+
+/// The aggregate of the run's targets in phases before `phase` (§3.4,
+/// §7.3): one row of counts.
+async fn earlier_phases<B: Backend>(
+    tx: &mut B::Tx,
+    run_id: Uuid,
+    phase: i32,
+) -> StoreResult<EarlierPhases> {
+    let sql = Sql::new(format!(
+        "SELECT COUNT(*) AS selected, {} AS completed, {} AS failed, {} AS terminated, \
+         {} AS skipped FROM operation_run_target \
+         WHERE operation_run_id = $1 AND phase_index < $2",
+        B::count_where("status = 'completed'"),
+        B::count_where("status = 'failed'"),
+        B::count_where("status = 'terminated'"),
+        B::count_where("status = 'skipped'"),
+    ))
+    .arg(run_id)
+    .arg(phase);
+    let rows = tx.fetch_all(sql).await?;
+    let Some(row) = rows.first() else {
+        return Ok(EarlierPhases::default());
+    };
+    let count = |col: &'static str| -> StoreResult<i32> {
+        Ok(i32::try_from(row.i64(col)?).unwrap_or(i32::MAX))
+    };
+    Ok(EarlierPhases {
+        selected: count("selected")?,
+        completed: count("completed")?,
+        failed: count("failed")?,
+        terminated: count("terminated")?,
+        skipped: count("skipped")?,
+    })
+}
+
+/// Whether a target's written columns differ (what else `apply` may have
+/// changed is not stored by a dispatch write).
+fn target_state_changed(loaded: &OperationRunTarget, now: &OperationRunTarget) -> bool {
+    loaded.task_id != now.task_id
+        || loaded.status != now.status
+        || loaded.message != now.message
+        || loaded.retry_after != now.retry_after
+        || loaded.retry_state != now.retry_state
+}
+
+/// Whether a run's written columns differ.
+fn run_state_changed(loaded: &OperationRun, now: &OperationRun) -> bool {
+    loaded.status != now.status
+        || loaded.reason != now.reason
+        || loaded.status_message != now.status_message
+        || loaded.current_phase_index != now.current_phase_index
+        || loaded.started_at != now.started_at
+        || loaded.finished_at != now.finished_at
+}
+
+/// The `updated_at` of a row written at `now` whose previous value was
+/// `previous`: the store's clock, but strictly later than `previous` (a
+/// write within the same microsecond, or after a clock step back, still
+/// moves the row in `updated_at` order).
+fn after(now: DateTime<Utc>, previous: DateTime<Utc>) -> DateTime<Utc> {
+    now.max(micros(previous) + chrono::Duration::microseconds(1))
 }

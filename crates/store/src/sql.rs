@@ -20,6 +20,7 @@ use crate::{StoreError, StoreResult};
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Arg {
     Text(Option<String>),
+    Bool(bool),
     I32(i32),
     I64(i64),
     Uuid(Option<Uuid>),
@@ -43,6 +44,12 @@ impl From<&str> for Arg {
 impl From<Option<String>> for Arg {
     fn from(v: Option<String>) -> Arg {
         Arg::Text(v)
+    }
+}
+
+impl From<bool> for Arg {
+    fn from(v: bool) -> Arg {
+        Arg::Bool(v)
     }
 }
 
@@ -234,6 +241,7 @@ pub(crate) trait RowReader: Send + Sync {
     fn opt_uuid(&self, col: &'static str) -> StoreResult<Option<Uuid>>;
     fn opt_ts(&self, col: &'static str) -> StoreResult<Option<DateTime<Utc>>>;
     fn opt_json_value(&self, col: &'static str) -> StoreResult<Option<serde_json::Value>>;
+    fn bool(&self, col: &'static str) -> StoreResult<bool>;
     fn i32(&self, col: &'static str) -> StoreResult<i32>;
     fn i64(&self, col: &'static str) -> StoreResult<i64>;
 
@@ -255,11 +263,52 @@ pub(crate) trait RowReader: Send + Sync {
         Self: Sized,
     {
         let value = required(col, self.opt_json_value(col)?)?;
-        serde_json::from_value(value).map_err(|e| StoreError::Decode {
-            what: col,
-            detail: e.to_string(),
-        })
+        from_json(col, value)
     }
+
+    /// A nullable JSON column decoded into a domain type.
+    fn opt_json<T: DeserializeOwned>(&self, col: &'static str) -> StoreResult<Option<T>>
+    where
+        Self: Sized,
+    {
+        self.opt_json_value(col)?
+            .map(|value| from_json(col, value))
+            .transpose()
+    }
+}
+
+fn from_json<T: DeserializeOwned>(col: &'static str, value: serde_json::Value) -> StoreResult<T> {
+    serde_json::from_value(value).map_err(|e| StoreError::Decode {
+        what: col,
+        detail: e.to_string(),
+    })
+}
+
+/// Parses a stored enum name (`named_enum!` types and the like).
+pub(crate) fn parse_named<T>(
+    what: &'static str,
+    text: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> StoreResult<T> {
+    parse(text).ok_or_else(|| StoreError::Decode {
+        what,
+        detail: format!("unknown value {text:?}"),
+    })
+}
+
+/// The key of a transaction-scoped advisory lock (PostgreSQL
+/// `pg_advisory_xact_lock(bigint)`) for `scope` + `bytes`: 64-bit FNV-1a.
+/// Stable across processes, versions and replicas, which all must compute
+/// the same key for the same rack.
+pub(crate) fn lock_key(scope: &str, bytes: &[u8]) -> i64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash = OFFSET;
+    for byte in scope.as_bytes().iter().chain([0u8].iter()).chain(bytes) {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(PRIME);
+    }
+    hash as i64
 }
 
 fn required<T>(col: &'static str, value: Option<T>) -> StoreResult<T> {
@@ -284,6 +333,10 @@ pub(crate) enum UniqueKey {
     TargetId,
     TargetRunRack,
     TargetRunSequence,
+    TaskId,
+    TaskIdempotencyKey,
+    RuleId,
+    RuleDefault,
 }
 
 const UNIQUE_KEYS: &[(UniqueKey, &str, &str)] = &[
@@ -320,6 +373,22 @@ const UNIQUE_KEYS: &[(UniqueKey, &str, &str)] = &[
         UniqueKey::TargetRunSequence,
         "operation_run_target_operation_run_id_sequence_index_key",
         "operation_run_target.operation_run_id, operation_run_target.sequence_index",
+    ),
+    (UniqueKey::TaskId, "task_pkey", "task.id"),
+    (
+        UniqueKey::TaskIdempotencyKey,
+        "uq_task_idempotency_key",
+        "task.idempotency_key",
+    ),
+    (
+        UniqueKey::RuleId,
+        "operation_rules_pkey",
+        "operation_rules.id",
+    ),
+    (
+        UniqueKey::RuleDefault,
+        "uq_operation_rules_default",
+        "operation_rules.operation_type, operation_rules.operation_code",
     ),
 ];
 
@@ -403,6 +472,20 @@ mod tests {
             .with_timezone(&Utc);
         assert_eq!(micros(t).timestamp_subsec_nanos(), 123_456_000);
         assert_eq!(Arg::from(t), Arg::Ts(Some(micros(t))));
+    }
+
+    #[test]
+    fn lock_keys_are_stable_and_scoped() {
+        let rack = Uuid::from_u128(0x1234);
+        // Pinned: replicas of different builds must agree on the key.
+        assert_eq!(
+            lock_key("rack", rack.as_bytes()),
+            -4_913_006_793_069_852_680
+        );
+        assert_ne!(
+            lock_key("rack", rack.as_bytes()),
+            lock_key("rule", rack.as_bytes())
+        );
     }
 
     #[test]

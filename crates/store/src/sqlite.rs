@@ -6,7 +6,8 @@
 //! lowercase hyphenated TEXT, timestamps RFC 3339 UTC TEXT with exactly six
 //! fractional digits, JSON is TEXT. Write transactions start with
 //! `BEGIN IMMEDIATE`, so two writers queue on the busy timeout instead of
-//! one failing when it upgrades a read lock.
+//! one failing when it upgrades a read lock; that write lock is also what
+//! stands in for PostgreSQL's row locks (`FOR UPDATE`, advisory locks).
 
 use std::path::Path;
 use std::time::Duration;
@@ -102,6 +103,10 @@ sqlx_backend! {
     bind: bind_all,
     begin: "BEGIN IMMEDIATE",
     like: glob_match,
+    xact_lock: no_lock,
+    task_has_component: task_has_component,
+    for_update: no_row_lock,
+    count_where: sum_case,
 }
 
 type Query<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>;
@@ -110,6 +115,7 @@ fn bind_all(mut query: Query<'_>, args: Vec<Arg>) -> Query<'_> {
     for arg in args {
         query = match arg {
             Arg::Text(v) => query.bind(v),
+            Arg::Bool(v) => query.bind(v),
             Arg::I32(v) => query.bind(v),
             Arg::I64(v) => query.bind(v),
             Arg::Uuid(v) => query.bind(v.map(|id| id.hyphenated().to_string())),
@@ -122,6 +128,34 @@ fn bind_all(mut query: Query<'_>, args: Vec<Arg>) -> Query<'_> {
 
 fn format_ts(t: DateTime<Utc>) -> String {
     t.format(TS_FORMAT).to_string()
+}
+
+/// `BEGIN IMMEDIATE` takes the database's write lock when a write
+/// transaction starts, so writers are serialised already: there is no
+/// finer lock to take.
+fn no_lock(_key: i64) -> Option<Sql> {
+    None
+}
+
+/// SQLite has no row locks: `BEGIN IMMEDIATE` holds the database's write
+/// lock for the whole transaction, which covers every row a `FOR UPDATE`
+/// would lock (and "skip locked" becomes "wait for the writer").
+fn no_row_lock(_skip_locked: bool) -> &'static str {
+    ""
+}
+
+/// SUM of a CASE (COALESCEd: SUM over no rows is NULL).
+fn sum_case(condition: &str) -> String {
+    format!("COALESCE(SUM(CASE WHEN {condition} THEN 1 ELSE 0 END), 0)")
+}
+
+/// Walks the groups of `components_by_type` with `json_each`.
+fn task_has_component(sql: &mut Sql, component_id: Uuid) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM json_each(task.attributes, '$.components_by_type') AS g, \
+         json_each(g.value) AS c WHERE c.value = {})",
+        sql.bind(component_id)
+    )
 }
 
 /// SQLite's LIKE ignores ASCII case; GLOB is case-sensitive, so a LIKE
@@ -189,6 +223,10 @@ impl RowReader for SqliteRow {
         self.opt_text(col)?
             .map(|text| serde_json::from_str(&text).map_err(|e| decode_error(col, e)))
             .transpose()
+    }
+
+    fn bool(&self, col: &'static str) -> StoreResult<bool> {
+        Ok(self.try_get(col)?)
     }
 
     fn i32(&self, col: &'static str) -> StoreResult<i32> {

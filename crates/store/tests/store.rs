@@ -15,11 +15,17 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use rackflow_domain::ComponentType;
 use rackflow_domain::ComponentsByType;
+use rackflow_domain::dispatch::EarlierPhases;
 use rackflow_domain::inventory::{Bmc, BmcType, Component, Location, Position, Rack};
+use rackflow_domain::rule::{
+    ActionConfig, OperationRule, RackRuleAssociation, RetryPolicy, RuleDefinition, SequenceStep,
+};
 use rackflow_domain::run::{
     AdvancePolicy, ConflictPolicy, EncryptedSecret, FirmwarePayload, GateScope, KindFilter,
     NameQuery, OperationRun, OperationRunTarget, OperationTemplate, OrderingPolicy, Page,
@@ -28,9 +34,11 @@ use rackflow_domain::run::{
     StateFilter, TargetQuery, TargetScope, TargetStatus,
 };
 use rackflow_domain::target::{ComponentFilter, RackIdentifier, RackTarget, TargetSpec};
+use rackflow_domain::task::{QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages};
 use rackflow_store::{
-    ComponentFilterQuery, ComponentPatch, DbTarget, PgStore, RackFilter, SqliteStore, Store,
-    StoreError, open_store,
+    ComponentFilterQuery, ComponentPatch, DbTarget, LockMode, PgStore, RackFilter, RunLock,
+    SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, TaskFilter, TaskTransition,
+    TaskUpdate, open_store,
 };
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, Executor, PgConnection};
@@ -103,6 +111,14 @@ impl Db {
         match &self.kind {
             Kind::Sqlite(s) => s,
             Kind::Postgres(s) => s,
+        }
+    }
+
+    /// The store as an owned handle (same pool), for spawned tasks.
+    fn shared(&self) -> Arc<dyn Store> {
+        match &self.kind {
+            Kind::Sqlite(s) => Arc::new(s.clone()),
+            Kind::Postgres(s) => Arc::new(s.clone()),
         }
     }
 
@@ -206,12 +222,13 @@ fn database_url() -> Option<String> {
     }
 }
 
-/// Instantiates every case once per dialect.
+/// Instantiates every case once per dialect, on a multi-threaded runtime
+/// (cases that spawn tasks run them in parallel).
 macro_rules! both_dialects {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
             $(
-                #[tokio::test]
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
                     let db = super::Db::sqlite().await;
                     super::$case(&db).await;
@@ -222,7 +239,7 @@ macro_rules! both_dialects {
 
         mod postgres {
             $(
-                #[tokio::test]
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
                     let Some(db) = super::Db::postgres().await else {
                         return;
@@ -248,6 +265,20 @@ both_dialects!(
     run_list_filters_by_state_and_kind,
     run_list_orders_pages_and_counts,
     run_targets_list_scopes_status_order_and_paging,
+    run_target_update_round_trip,
+    run_lock_apply_loads_and_persists_only_changes,
+    run_lock_apply_rolls_back_on_error,
+    run_lock_apply_runnable_skips_paused_terminal_and_missing_runs,
+    run_lock_apply_concurrent_attempts,
+    run_ids_runnable_orders_by_updated_at_and_filters,
+    task_submit_inserts_rejects_and_dedupes,
+    task_submit_is_serialised_per_rack,
+    task_promote_applies_transitions,
+    task_update_is_conditional_and_stamps,
+    task_list_filters_orders_and_pages,
+    rules_crud_and_defaults,
+    rule_delete_cascades_and_nulls_applied_rule,
+    rule_associations_upsert_get_list_disassociate,
 );
 
 // ---- fixtures --------------------------------------------------------------
@@ -1127,6 +1158,9 @@ async fn component_patch_updates_fields_and_upserts_bmcs(db: &Db) {
 
 async fn run_create_and_get_round_trip(db: &Db) {
     let store = db.store();
+    // The task a target points at must exist (FK, both dialects).
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    submit(store, task(0x7A5C, id(1)), TaskStatus::Completed).await;
     let since = Utc::now().trunc_subsecs(6);
     let mut r = run(1, "nightly upgrade");
     r.description = "upgrade everything".into();
@@ -1206,6 +1240,15 @@ async fn run_create_and_get_round_trip(db: &Db) {
         already_exists(store.run_create(&plain, &[]).await),
         format!("operation run id \"{}\"", plain.id)
     );
+
+    // A target naming no task: NotFound, nothing written.
+    let mut dangling = target(20, id(3), 0, 0, TargetStatus::Submitted);
+    dangling.task_id = Some(id(0xDEAD));
+    match store.run_create(&run(3, "dangling"), &[dangling]).await {
+        Err(StoreError::NotFound(what)) => assert_eq!(what, format!("task {}", id(0xDEAD))),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    assert_eq!(store.run_get(id(3)).await.unwrap(), None);
 }
 
 async fn run_create_with_a_bad_target_writes_nothing(db: &Db) {
@@ -1678,6 +1721,1743 @@ async fn run_targets_list_scopes_status_order_and_paging(db: &Db) {
     assert_eq!(total, 0);
 }
 
+// ---- operation run targets: dispatch updates -------------------------------
+
+async fn run_target_update_round_trip(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    let t = submit(store, task(0x7A5C, id(1)), TaskStatus::Pending).await;
+    let r = run(1, "dispatch");
+    let target0 = target(10, r.id, 0, 0, TargetStatus::Pending);
+    store.run_create(&r, &[target0]).await.unwrap();
+    let query = TargetQuery {
+        operation_run_id: r.id,
+        status: None,
+        phase_scope: PhaseScope::All,
+        current_phase_index: 0,
+        page: all(),
+    };
+    let (before, _) = store.run_targets_list(&query).await.unwrap();
+
+    let mut changed = before[0].clone();
+    changed.task_id = Some(t.id);
+    changed.status = TargetStatus::Blocked;
+    changed.message = "waiting on rack conflicts".into();
+    changed.retry_after = Some(ts("2024-05-01T10:05:00.654321Z"));
+    changed.retry_state = Some(RetryState {
+        blocked_since: ts("2024-05-01T10:00:00.5Z"),
+        attempts: 1,
+        last_retry_delay_seconds: 30,
+    });
+    // Fields the update does not write: changing them here has no effect.
+    changed.sequence_index = 7;
+    store.run_target_update(&changed).await.unwrap();
+    let (after, _) = store.run_targets_list(&query).await.unwrap();
+    assert!(after[0].updated_at >= before[0].updated_at);
+    let mut expected = changed.clone();
+    expected.sequence_index = 0;
+    expected.updated_at = after[0].updated_at;
+    assert_eq!(after[0], expected);
+
+    // Back to plain: NULLs round-trip.
+    let mut plain = expected.clone();
+    plain.task_id = None;
+    plain.status = TargetStatus::Pending;
+    plain.message = String::new();
+    plain.retry_after = None;
+    plain.retry_state = None;
+    store.run_target_update(&plain).await.unwrap();
+    let (after, _) = store.run_targets_list(&query).await.unwrap();
+    plain.updated_at = after[0].updated_at;
+    assert_eq!(after[0], plain);
+
+    let mut unknown = plain.clone();
+    unknown.id = id(404);
+    match store.run_target_update(&unknown).await {
+        Err(StoreError::NotFound(what)) => {
+            assert_eq!(what, format!("operation run target {}", id(404)))
+        }
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    let mut no_task = plain.clone();
+    no_task.task_id = Some(id(0xDEAD));
+    match store.run_target_update(&no_task).await {
+        Err(StoreError::NotFound(what)) => assert_eq!(what, format!("task {}", id(0xDEAD))),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+}
+
+// ---- operation runs: dispatcher attempts and manual controls ---------------
+
+/// All targets of a run, phase ASC, sequence ASC.
+async fn all_targets(store: &dyn Store, run_id: Uuid) -> Vec<OperationRunTarget> {
+    store
+        .run_targets_list(&TargetQuery {
+            operation_run_id: run_id,
+            status: None,
+            phase_scope: PhaseScope::All,
+            current_phase_index: 0,
+            page: all(),
+        })
+        .await
+        .unwrap()
+        .0
+}
+
+fn target_ids(targets: &[OperationRunTarget]) -> Vec<Uuid> {
+    targets.iter().map(|t| t.id).collect()
+}
+
+/// Lets the store's clock move on, so "stamped again" is observable.
+async fn tick() {
+    tokio::time::sleep(Duration::from_millis(5)).await;
+}
+
+/// A running run in phase 1 of 3: phase 0 holds every outcome (and a row
+/// still claimed), phase 1 is inserted out of sequence order, phase 2 waits.
+/// A second run's rows must not leak into the aggregate.
+async fn phased_run(store: &dyn Store) -> OperationRun {
+    let mut r = run(1, "phased");
+    r.status = RunStatus::Running;
+    r.current_phase_index = 1;
+    r.started_at = Some(ts("2024-05-01T10:00:00.123456Z"));
+    let targets = [
+        target(10, r.id, 0, 0, TargetStatus::Completed),
+        target(11, r.id, 1, 0, TargetStatus::Completed),
+        target(12, r.id, 2, 0, TargetStatus::Failed),
+        target(13, r.id, 3, 0, TargetStatus::Terminated),
+        target(14, r.id, 4, 0, TargetStatus::Skipped),
+        target(15, r.id, 5, 0, TargetStatus::Claimed),
+        target(22, r.id, 8, 1, TargetStatus::Pending),
+        target(20, r.id, 6, 1, TargetStatus::Submitted),
+        target(21, r.id, 7, 1, TargetStatus::Blocked),
+        target(30, r.id, 9, 2, TargetStatus::Pending),
+    ];
+    store.run_create(&r, &targets).await.unwrap();
+    let mut other = run(2, "other");
+    other.current_phase_index = 1;
+    let other_targets = [
+        target(40, other.id, 0, 0, TargetStatus::Failed),
+        target(41, other.id, 1, 1, TargetStatus::Pending),
+    ];
+    store.run_create(&other, &other_targets).await.unwrap();
+    store.run_get(r.id).await.unwrap().unwrap()
+}
+
+async fn run_lock_apply_loads_and_persists_only_changes(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    let t = submit(store, task(0x7A5C, id(1)), TaskStatus::Pending).await;
+    let r = phased_run(store).await;
+    let before = all_targets(store, r.id).await;
+    tick().await;
+
+    // One attempt: claim target 22, leave 20 and 21 alone (21 gets a change
+    // to a column a dispatch write does not store), note it on the run.
+    let mut seen: Option<RunLock> = None;
+    let outcome = store
+        .run_lock_apply(r.id, LockMode::Runnable, &mut |lock| {
+            seen = Some(lock.clone());
+            let claimed = &mut lock.targets[2];
+            claimed.status = TargetStatus::Claimed;
+            claimed.task_id = Some(t.id);
+            claimed.message = "claimed".into();
+            claimed.retry_after = Some(ts("2024-05-01T10:05:00.654321Z"));
+            claimed.retry_state = Some(RetryState {
+                blocked_since: ts("2024-05-01T10:00:00.5Z"),
+                attempts: 2,
+                last_retry_delay_seconds: 60,
+            });
+            lock.targets[1].sequence_index = 99;
+            lock.run.status_message = "1 claimed".into();
+            Ok(())
+        })
+        .await
+        .unwrap();
+    assert_eq!(outcome, Some(()));
+    let seen = seen.expect("apply was called");
+    assert_eq!(seen.run, r);
+    assert_eq!(target_ids(&seen.targets), [id(20), id(21), id(22)]);
+    let phase1: Vec<_> = before
+        .iter()
+        .filter(|t| t.phase_index == 1)
+        .cloned()
+        .collect();
+    assert_eq!(seen.targets, phase1);
+    assert_eq!(
+        seen.earlier,
+        EarlierPhases {
+            selected: 6,
+            completed: 2,
+            failed: 1,
+            terminated: 1,
+            skipped: 1,
+        }
+    );
+
+    let after = all_targets(store, r.id).await;
+    for (old, new) in before.iter().zip(&after) {
+        if old.id == id(22) {
+            assert!(new.updated_at > old.updated_at);
+            let mut expected = seen.targets[2].clone();
+            expected.status = TargetStatus::Claimed;
+            expected.task_id = Some(t.id);
+            expected.message = "claimed".into();
+            expected.retry_after = Some(ts("2024-05-01T10:05:00.654321Z"));
+            expected.retry_state = Some(RetryState {
+                blocked_since: ts("2024-05-01T10:00:00.5Z"),
+                attempts: 2,
+                last_retry_delay_seconds: 60,
+            });
+            expected.updated_at = new.updated_at;
+            assert_eq!(new, &expected);
+        } else {
+            // Not written at all: updated_at untouched, sequence 99 not stored.
+            assert_eq!(new, old);
+        }
+    }
+    let stored = store.run_get(r.id).await.unwrap().unwrap();
+    assert!(stored.updated_at > r.updated_at);
+    let mut expected = r.clone();
+    expected.status_message = "1 claimed".into();
+    expected.updated_at = stored.updated_at;
+    assert_eq!(stored, expected);
+
+    // A manual control that changes nothing writes nothing.
+    tick().await;
+    let outcome = store
+        .run_lock_apply(r.id, LockMode::Wait, &mut |_| Ok(()))
+        .await
+        .unwrap();
+    assert_eq!(outcome, Some(()));
+    assert_eq!(store.run_get(r.id).await.unwrap().unwrap(), stored);
+    assert_eq!(all_targets(store, r.id).await, after);
+
+    // A dispatcher attempt that changes nothing still moves the run to the
+    // back of the runnable order; its targets stay untouched.
+    let outcome = store
+        .run_lock_apply(r.id, LockMode::Runnable, &mut |_| Ok(()))
+        .await
+        .unwrap();
+    assert_eq!(outcome, Some(()));
+    let touched = store.run_get(r.id).await.unwrap().unwrap();
+    assert!(touched.updated_at > stored.updated_at);
+    let mut expected = stored.clone();
+    expected.updated_at = touched.updated_at;
+    assert_eq!(touched, expected);
+    assert_eq!(all_targets(store, r.id).await, after);
+
+    // Phase 1 finishes and the run advances: both persisted; the next lock
+    // sees phase 2 and an aggregate over phases 0 and 1.
+    tick().await;
+    store
+        .run_lock_apply(r.id, LockMode::Runnable, &mut |lock| {
+            for target in &mut lock.targets {
+                target.status = TargetStatus::Completed;
+                target.message = String::new();
+            }
+            lock.run.current_phase_index = 2;
+            lock.run.status_message = String::new();
+            Ok(())
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let advanced = store.run_get(r.id).await.unwrap().unwrap();
+    assert_eq!(advanced.current_phase_index, 2);
+    assert_eq!(advanced.status_message, "");
+    let current = store.run_current_targets(r.id).await.unwrap();
+    assert_eq!(target_ids(&current), [id(30)]);
+    let mut seen: Option<RunLock> = None;
+    store
+        .run_lock_apply(r.id, LockMode::Wait, &mut |lock| {
+            seen = Some(lock.clone());
+            Ok(())
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let seen = seen.unwrap();
+    assert_eq!(seen.run, advanced);
+    assert_eq!(seen.targets, current);
+    assert_eq!(
+        seen.earlier,
+        EarlierPhases {
+            selected: 9,
+            completed: 5,
+            failed: 1,
+            terminated: 1,
+            skipped: 1,
+        }
+    );
+    let finished_phase1: Vec<_> = all_targets(store, r.id)
+        .await
+        .into_iter()
+        .filter(|t| t.phase_index == 1)
+        .collect();
+    assert!(
+        finished_phase1
+            .iter()
+            .all(|t| t.status == TargetStatus::Completed && t.message.is_empty())
+    );
+
+    // The run's lifecycle columns round-trip, NULLs included.
+    store
+        .run_lock_apply(r.id, LockMode::Wait, &mut |lock| {
+            lock.run.status = RunStatus::CompletedWithFailures;
+            lock.run.reason = RunReason::SafetyGate;
+            lock.run.status_message = "done".into();
+            lock.run.started_at = None;
+            lock.run.finished_at = Some(ts("2024-05-01T11:00:00.000001Z"));
+            Ok(())
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let done = store.run_get(r.id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            done.status,
+            done.reason,
+            done.status_message.as_str(),
+            done.started_at,
+            done.finished_at
+        ),
+        (
+            RunStatus::CompletedWithFailures,
+            RunReason::SafetyGate,
+            "done",
+            None,
+            Some(ts("2024-05-01T11:00:00.000001Z"))
+        )
+    );
+
+    // No targets in the current phase, no earlier rows: empty lock.
+    let lone = run(3, "lone");
+    store.run_create(&lone, &[]).await.unwrap();
+    let mut seen: Option<RunLock> = None;
+    store
+        .run_lock_apply(lone.id, LockMode::Runnable, &mut |lock| {
+            seen = Some(lock.clone());
+            Ok(())
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let seen = seen.unwrap();
+    assert!(seen.targets.is_empty());
+    assert_eq!(seen.earlier, EarlierPhases::default());
+    assert!(store.run_current_targets(lone.id).await.unwrap().is_empty());
+    assert!(store.run_current_targets(id(404)).await.unwrap().is_empty());
+}
+
+async fn run_lock_apply_rolls_back_on_error(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    let t = submit(store, task(0x7A5C, id(1)), TaskStatus::Pending).await;
+    let r = phased_run(store).await;
+    let targets = all_targets(store, r.id).await;
+
+    // apply fails after changing everything: nothing is written.
+    let result = store
+        .run_lock_apply(r.id, LockMode::Runnable, &mut |lock| {
+            for target in &mut lock.targets {
+                target.status = TargetStatus::Failed;
+            }
+            lock.run.status = RunStatus::Failed;
+            Err(StoreError::NotFound("the reason".into()))
+        })
+        .await;
+    match result {
+        Err(StoreError::NotFound(what)) => assert_eq!(what, "the reason"),
+        other => panic!("expected apply's error, got {other:?}"),
+    }
+    assert_eq!(store.run_get(r.id).await.unwrap().unwrap(), r);
+    assert_eq!(all_targets(store, r.id).await, targets);
+
+    // A write that fails after another succeeded (a task that does not
+    // exist) rolls the whole attempt back.
+    let result = store
+        .run_lock_apply(r.id, LockMode::Runnable, &mut |lock| {
+            lock.targets[0].task_id = Some(t.id);
+            lock.targets[1].task_id = Some(id(0xDEAD));
+            lock.run.status_message = "never".into();
+            Ok(())
+        })
+        .await;
+    match result {
+        Err(StoreError::NotFound(what)) => assert_eq!(what, format!("task {}", id(0xDEAD))),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    assert_eq!(store.run_get(r.id).await.unwrap().unwrap(), r);
+    assert_eq!(all_targets(store, r.id).await, targets);
+
+    // Only the locked rows may be written: a row of another phase is refused.
+    let result = store
+        .run_lock_apply(r.id, LockMode::Wait, &mut |lock| {
+            lock.targets[0].message = "changed".into();
+            let mut foreign = targets[9].clone();
+            foreign.status = TargetStatus::Claimed;
+            lock.targets.push(foreign);
+            Ok(())
+        })
+        .await;
+    match result {
+        Err(StoreError::NotFound(what)) => assert_eq!(
+            what,
+            format!("locked operation run target {} of run {}", id(30), r.id)
+        ),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    assert_eq!(all_targets(store, r.id).await, targets);
+
+    // The locks went with the rollbacks: the next attempt gets the run.
+    let outcome = store
+        .run_lock_apply(r.id, LockMode::Runnable, &mut |_| Ok(()))
+        .await
+        .unwrap();
+    assert_eq!(outcome, Some(()));
+}
+
+async fn run_lock_apply_runnable_skips_paused_terminal_and_missing_runs(db: &Db) {
+    let store = db.store();
+    let statuses = [
+        RunStatus::Pending,
+        RunStatus::Running,
+        RunStatus::Paused,
+        RunStatus::Completed,
+        RunStatus::CompletedWithFailures,
+        RunStatus::Cancelled,
+        RunStatus::Failed,
+    ];
+    for (n, status) in statuses.iter().enumerate() {
+        let mut r = run(n as u128 + 1, status.as_str());
+        r.status = *status;
+        store
+            .run_create(
+                &r,
+                &[target(10 + n as u128, r.id, 0, 0, TargetStatus::Pending)],
+            )
+            .await
+            .unwrap();
+    }
+    for (n, status) in statuses.iter().enumerate() {
+        let run_id = id(n as u128 + 1);
+        let before = store.run_get(run_id).await.unwrap().unwrap();
+        let mut called = false;
+        let outcome = store
+            .run_lock_apply(run_id, LockMode::Runnable, &mut |_| {
+                called = true;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        let runnable = matches!(status, RunStatus::Pending | RunStatus::Running);
+        assert_eq!(outcome.is_some(), runnable, "{status:?}");
+        assert_eq!(called, runnable, "{status:?}");
+        if !runnable {
+            assert_eq!(store.run_get(run_id).await.unwrap().unwrap(), before);
+        }
+
+        // Manual controls get any run.
+        let mut seen = None;
+        let outcome = store
+            .run_lock_apply(run_id, LockMode::Wait, &mut |lock| {
+                seen = Some(lock.run.status);
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert_eq!(outcome, Some(()));
+        assert_eq!(seen, Some(*status));
+    }
+
+    // Resume: a manual control moves a paused run back to running, after
+    // which the dispatcher gets it.
+    store
+        .run_lock_apply(id(3), LockMode::Wait, &mut |lock| {
+            lock.run.status = RunStatus::Running;
+            Ok(())
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        store
+            .run_lock_apply(id(3), LockMode::Runnable, &mut |_| Ok(()))
+            .await
+            .unwrap(),
+        Some(())
+    );
+
+    for mode in [LockMode::Runnable, LockMode::Wait] {
+        let mut called = false;
+        let outcome = store
+            .run_lock_apply(id(404), mode, &mut |_| {
+                called = true;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert_eq!(outcome, None);
+        assert!(!called);
+    }
+}
+
+/// One attempt holds the run (its `apply` blocks until released, on a
+/// multi-threaded runtime): on PostgreSQL a second dispatcher attempt skips the run at
+/// once; a manual control waits and then sees the holder's write. (SQLite
+/// serialises all writers, so there the dispatcher attempt would wait too:
+/// only the waiting half runs.)
+async fn run_lock_apply_concurrent_attempts(db: &Db) {
+    let store = db.shared();
+    let r = run(1, "busy");
+    store
+        .run_create(&r, &[target(10, r.id, 0, 0, TargetStatus::Pending)])
+        .await
+        .unwrap();
+
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let holder = tokio::spawn({
+        let store = store.clone();
+        async move {
+            let mut entered = Some(entered_tx);
+            store
+                .run_lock_apply(r.id, LockMode::Runnable, &mut move |lock| {
+                    if let Some(entered) = entered.take() {
+                        entered.send(()).ok();
+                    }
+                    // Holds the locks until released. Plain blocking would
+                    // also stall the runtime's I/O and timer driver (no
+                    // other attempt could make progress); block_in_place
+                    // hands this worker's queue to another thread first.
+                    tokio::task::block_in_place(|| {
+                        release_rx
+                            .recv_timeout(Duration::from_secs(30))
+                            .expect("holder released")
+                    });
+                    lock.run.status = RunStatus::Running;
+                    lock.run.status_message = "holder".into();
+                    lock.targets[0].status = TargetStatus::Claimed;
+                    Ok(())
+                })
+                .await
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(10), entered_rx)
+        .await
+        .expect("holder entered apply")
+        .unwrap();
+
+    if store.dialect() == "postgres" {
+        let mut called = false;
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(5),
+            store.run_lock_apply(r.id, LockMode::Runnable, &mut |_| {
+                called = true;
+                Ok(())
+            }),
+        )
+        .await
+        .expect("a locked run is skipped, not waited for")
+        .unwrap();
+        assert_eq!(outcome, None);
+        assert!(!called);
+    }
+
+    let waiter = tokio::spawn({
+        let store = store.clone();
+        async move {
+            let mut seen = None;
+            let outcome = store
+                .run_lock_apply(r.id, LockMode::Wait, &mut |lock| {
+                    seen = Some((
+                        lock.run.status,
+                        lock.run.status_message.clone(),
+                        lock.targets[0].status,
+                    ));
+                    lock.run.status = RunStatus::Paused;
+                    lock.run.status_message = "waiter".into();
+                    Ok(())
+                })
+                .await;
+            (outcome, seen)
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "a manual control waits for the lock");
+    release_tx.send(()).unwrap();
+    assert_eq!(holder.await.unwrap().unwrap(), Some(()));
+    let (outcome, seen) = waiter.await.unwrap();
+    assert_eq!(outcome.unwrap(), Some(()));
+    assert_eq!(
+        seen,
+        Some((
+            RunStatus::Running,
+            "holder".to_string(),
+            TargetStatus::Claimed
+        ))
+    );
+    let stored = store.run_get(r.id).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.status, stored.status_message.as_str()),
+        (RunStatus::Paused, "waiter")
+    );
+}
+
+async fn run_ids_runnable_orders_by_updated_at_and_filters(db: &Db) {
+    let store = db.store();
+    let statuses = [
+        RunStatus::Pending,
+        RunStatus::Running,
+        RunStatus::Paused,
+        RunStatus::Completed,
+        RunStatus::Pending,
+        RunStatus::Running,
+        RunStatus::Cancelled,
+        RunStatus::Failed,
+        RunStatus::CompletedWithFailures,
+    ];
+    for (n, status) in statuses.iter().enumerate() {
+        let mut r = run(n as u128 + 1, "r");
+        r.status = *status;
+        store.run_create(&r, &[]).await.unwrap();
+        tick().await;
+    }
+    assert_eq!(
+        store.run_ids_runnable(10).await.unwrap(),
+        [id(1), id(2), id(5), id(6)]
+    );
+    // Dispatcher attempts rotate runs to the back; a manual control that
+    // writes nothing does not.
+    for n in [2, 1] {
+        store
+            .run_lock_apply(id(n), LockMode::Runnable, &mut |_| Ok(()))
+            .await
+            .unwrap()
+            .unwrap();
+        tick().await;
+    }
+    store
+        .run_lock_apply(id(5), LockMode::Wait, &mut |_| Ok(()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        store.run_ids_runnable(10).await.unwrap(),
+        [id(5), id(6), id(2), id(1)]
+    );
+    assert_eq!(
+        store.run_ids_runnable(3).await.unwrap(),
+        [id(5), id(6), id(2)]
+    );
+    assert!(store.run_ids_runnable(0).await.unwrap().is_empty());
+    assert!(store.run_ids_runnable(-1).await.unwrap().is_empty());
+
+    // A run paused by a manual control leaves the list.
+    store
+        .run_lock_apply(id(6), LockMode::Wait, &mut |lock| {
+            lock.run.status = RunStatus::Paused;
+            Ok(())
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        store.run_ids_runnable(10).await.unwrap(),
+        [id(5), id(2), id(1)]
+    );
+}
+
+// ---- tasks -----------------------------------------------------------------
+
+fn definition(max_parallel: i32) -> RuleDefinition {
+    let mut parameters = serde_json::Map::new();
+    parameters.insert("operation".into(), serde_json::json!("power_on"));
+    RuleDefinition {
+        version: "v1".into(),
+        steps: vec![SequenceStep {
+            component_type: ComponentType::Compute,
+            stage: 1,
+            max_parallel,
+            timeout: Some(Duration::from_secs(600)),
+            retry: Some(RetryPolicy {
+                max_attempts: 3,
+                initial_interval: Duration::from_secs(5),
+                backoff_coefficient: 2.0,
+                max_interval: Some(Duration::from_secs(60)),
+            }),
+            pre_operation: Vec::new(),
+            main_operation: ActionConfig {
+                name: "PowerControl".into(),
+                timeout: None,
+                poll_interval: Some(Duration::from_millis(1500)),
+                parameters,
+            },
+            post_operation: Vec::new(),
+            delay_after: None,
+        }],
+    }
+}
+
+/// A power task on `rack_id` over compute component 0xC000 + n. The
+/// status, message, queue deadline and timestamps are the store's to set.
+fn task(n: u128, rack_id: Uuid) -> Task {
+    let mut components = ComponentsByType::new();
+    components.push(ComponentType::Compute, id(0xC000 + n));
+    Task {
+        id: id(n),
+        task_type: TaskType::PowerControl,
+        information: TaskInformation {
+            code: "power_on".into(),
+            override_readiness_check: false,
+            firmware: None,
+        },
+        description: format!("task {n}"),
+        rack_id,
+        components_by_type: components,
+        executor_type: "local".into(),
+        execution_id: String::new(),
+        status: TaskStatus::Completed,
+        message: "ignored".into(),
+        report: None,
+        applied_rule_id: None,
+        rule_definition: None,
+        queue_policy: QueuePolicy {
+            strategy: QueueStrategy::Queue,
+            timeout_secs: 3600,
+        },
+        queue_expires_at: Some(epoch()),
+        idempotency_key: None,
+        created_at: epoch(),
+        updated_at: epoch(),
+        started_at: Some(epoch()),
+        finished_at: Some(epoch()),
+    }
+}
+
+fn insert_as(status: TaskStatus, message: &str) -> SubmitDecision {
+    SubmitDecision::Insert {
+        status,
+        message: message.into(),
+        queue_expires_at: None,
+    }
+}
+
+/// Submits with a decision that always inserts as `status`.
+async fn submit(store: &dyn Store, t: Task, status: TaskStatus) -> Task {
+    let decision = insert_as(status, &format!("as {status}"));
+    match store
+        .task_submit(&t, &move |_| decision.clone())
+        .await
+        .unwrap()
+    {
+        SubmitOutcome::Inserted(stored) => stored,
+        other => panic!("expected Inserted, got {other:?}"),
+    }
+}
+
+fn ids(tasks: &[Task]) -> Vec<Uuid> {
+    tasks.iter().map(|t| t.id).collect()
+}
+
+/// `t` as the store keeps it after inserting with `status` / `message` /
+/// `deadline` (timestamps taken from `got`, after checking them).
+fn as_inserted(
+    mut t: Task,
+    got: &Task,
+    status: TaskStatus,
+    message: &str,
+    deadline: Option<DateTime<Utc>>,
+    since: DateTime<Utc>,
+) -> Task {
+    assert_eq!(got.created_at, got.updated_at);
+    assert!(got.created_at >= since && got.created_at <= Utc::now());
+    t.status = status;
+    t.message = message.into();
+    t.queue_expires_at = deadline;
+    t.started_at = None;
+    t.finished_at = None;
+    t.created_at = got.created_at;
+    t.updated_at = got.updated_at;
+    t
+}
+
+async fn task_submit_inserts_rejects_and_dedupes(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    store.rack_create(&rack(2, "r2", None), &[]).await.unwrap();
+    let since = Utc::now().trunc_subsecs(6);
+
+    // Insert: every field round-trips, the decision sets status, message
+    // and deadline, the store the timestamps.
+    let mut first = task(1, id(1));
+    first.idempotency_key = Some("op-run-1/rack-1".into());
+    first.information.firmware = Some(FirmwarePayload {
+        target_version: Some("2.1.0".into()),
+        start_time: 1_700_000_000,
+        end_time: 0,
+        rule_id: None,
+        sub_targets: vec!["bios".into()],
+        override_readiness_check: false,
+        override_version_check: true,
+        authentication_data: Some(EncryptedSecret("v1:ciphertext".into())),
+    });
+    first
+        .components_by_type
+        .push(ComponentType::NvSwitch, id(0xC100));
+    first.report = Some(serde_json::json!({"version": 1, "stages": []}));
+    first.rule_definition = Some(definition(2));
+    let deadline = ts("2024-05-01T11:00:00.123456789Z");
+    let seen = Mutex::new(Vec::new());
+    let outcome = store
+        .task_submit(&first, &|unfinished| {
+            seen.lock().unwrap().push(ids(unfinished));
+            SubmitDecision::Insert {
+                status: TaskStatus::Waiting,
+                message: messages::WAITING.into(),
+                queue_expires_at: Some(deadline),
+            }
+        })
+        .await
+        .unwrap();
+    let SubmitOutcome::Inserted(stored) = outcome else {
+        panic!("expected Inserted, got {outcome:?}");
+    };
+    let expected = as_inserted(
+        first.clone(),
+        &stored,
+        TaskStatus::Waiting,
+        messages::WAITING,
+        Some(ts("2024-05-01T11:00:00.123456Z")),
+        since,
+    );
+    assert_eq!(stored, expected);
+    assert_eq!(
+        store.task_get(first.id).await.unwrap(),
+        Some(expected.clone())
+    );
+    assert_eq!(seen.lock().unwrap().as_slice(), [Vec::<Uuid>::new()]);
+
+    // decide sees the rack's unfinished tasks, oldest first, and only them.
+    let second = submit(store, task(2, id(1)), TaskStatus::Running).await;
+    let done = submit(store, task(3, id(1)), TaskStatus::Pending).await;
+    store
+        .task_update(
+            done.id,
+            &TaskUpdate {
+                status: Some(TaskStatus::Completed),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    submit(store, task(4, id(2)), TaskStatus::Pending).await;
+    seen.lock().unwrap().clear();
+
+    // Reject: nothing written.
+    let outcome = store
+        .task_submit(&task(5, id(1)), &|unfinished| {
+            seen.lock().unwrap().push(ids(unfinished));
+            SubmitDecision::Reject(format!("rack {} already has a conflicting task", id(1)))
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        SubmitOutcome::Rejected(format!("rack {} already has a conflicting task", id(1)))
+    );
+    assert_eq!(seen.lock().unwrap().as_slice(), [vec![id(1), id(2)]]);
+    assert_eq!(store.task_get(id(5)).await.unwrap(), None);
+    assert_eq!(db.count("task").await, 4);
+
+    // Existing: same key while the first is unfinished, on any rack; decide
+    // is not asked and nothing is written.
+    for rack_id in [id(1), id(2)] {
+        let mut again = task(6, rack_id);
+        again.idempotency_key = first.idempotency_key.clone();
+        let outcome = store
+            .task_submit(&again, &|_| panic!("decide must not run"))
+            .await
+            .unwrap();
+        assert_eq!(outcome, SubmitOutcome::Existing(expected.clone()));
+    }
+    assert_eq!(db.count("task").await, 4);
+
+    // Once the keyed task finished, the key is free again.
+    store
+        .task_update(
+            first.id,
+            &TaskUpdate {
+                status: Some(TaskStatus::Terminated),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let mut again = task(6, id(1));
+    again.idempotency_key = first.idempotency_key.clone();
+    let stored = submit(store, again, TaskStatus::Pending).await;
+    assert_eq!(stored.idempotency_key, first.idempotency_key);
+    assert_eq!(stored.id, id(6));
+
+    // Empty texts are NULL.
+    assert_eq!(
+        db.scalar(&format!(
+            "SELECT COUNT(*) FROM task WHERE id = '{}' AND execution_id IS NULL \
+             AND report IS NULL AND rule_definition IS NULL AND applied_rule_id IS NULL",
+            second.id
+        ))
+        .await,
+        1
+    );
+
+    // Errors: unknown rack, a task id in use, an unknown rule.
+    match store
+        .task_submit(&task(7, id(404)), &|_| panic!("decide must not run"))
+        .await
+    {
+        Err(StoreError::NotFound(what)) => assert_eq!(what, format!("rack {}", id(404))),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    match store
+        .task_submit(&task(2, id(1)), &|_| insert_as(TaskStatus::Pending, ""))
+        .await
+    {
+        Err(StoreError::AlreadyExists(what)) => {
+            assert_eq!(what, format!("task id \"{}\"", id(2)))
+        }
+        other => panic!("expected AlreadyExists, got {other:?}"),
+    }
+    let mut unknown_rule = task(8, id(1));
+    unknown_rule.applied_rule_id = Some(id(0xF404));
+    match store
+        .task_submit(&unknown_rule, &|_| insert_as(TaskStatus::Pending, ""))
+        .await
+    {
+        Err(StoreError::NotFound(what)) => {
+            assert_eq!(what, format!("operation rule {}", id(0xF404)))
+        }
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    assert_eq!(db.count("task").await, 5);
+}
+
+/// Several submits on one rack at once, each rejecting when the rack has
+/// any unfinished task: the per-rack serialisation lets exactly one in.
+async fn task_submit_is_serialised_per_rack(db: &Db) {
+    const SUBMITTERS: u128 = 8;
+    let store = db.shared();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    store.rack_create(&rack(2, "r2", None), &[]).await.unwrap();
+    let barrier = Arc::new(tokio::sync::Barrier::new(2 * SUBMITTERS as usize));
+    let mut handles = Vec::new();
+    for n in 0..2 * SUBMITTERS {
+        let store = store.clone();
+        let barrier = barrier.clone();
+        // Half on each rack: racks do not block each other's first task.
+        let rack_id = id(1 + n % 2);
+        handles.push(tokio::spawn(async move {
+            barrier.wait().await;
+            store
+                .task_submit(&task(100 + n, rack_id), &|unfinished| {
+                    if unfinished.is_empty() {
+                        insert_as(TaskStatus::Pending, messages::PENDING)
+                    } else {
+                        SubmitDecision::Reject("busy".into())
+                    }
+                })
+                .await
+                .unwrap()
+        }));
+    }
+    let mut inserted = Vec::new();
+    for handle in handles {
+        match handle.await.unwrap() {
+            SubmitOutcome::Inserted(t) => inserted.push(t.rack_id),
+            SubmitOutcome::Rejected(text) => assert_eq!(text, "busy"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    inserted.sort();
+    assert_eq!(inserted, [id(1), id(2)]);
+    assert_eq!(db.count("task").await, 2);
+}
+
+async fn task_promote_applies_transitions(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    store.rack_create(&rack(2, "r2", None), &[]).await.unwrap();
+    let since = Utc::now().trunc_subsecs(6);
+    let deadline = ts("2030-01-01T00:00:00Z");
+    let running = submit(store, task(1, id(1)), TaskStatus::Running).await;
+    let mut waiting = Vec::new();
+    for n in 2..=4 {
+        let t = task(n, id(1));
+        let stored = match store
+            .task_submit(&t, &|_| SubmitDecision::Insert {
+                status: TaskStatus::Waiting,
+                message: messages::WAITING.into(),
+                queue_expires_at: Some(deadline),
+            })
+            .await
+            .unwrap()
+        {
+            SubmitOutcome::Inserted(stored) => stored,
+            other => panic!("expected Inserted, got {other:?}"),
+        };
+        waiting.push(stored);
+    }
+    submit(store, task(5, id(2)), TaskStatus::Pending).await;
+    assert_eq!(store.racks_with_waiting_tasks().await.unwrap(), [id(1)]);
+
+    let seen = Mutex::new(Vec::new());
+    let updated = store
+        .task_promote(id(1), &|unfinished| {
+            seen.lock().unwrap().extend(ids(unfinished));
+            vec![
+                // Expire the oldest waiting task, promote the next.
+                TaskTransition {
+                    id: id(2),
+                    status: TaskStatus::Terminated,
+                    message: messages::EXPIRED.into(),
+                },
+                TaskTransition {
+                    id: id(3),
+                    status: TaskStatus::Pending,
+                    message: messages::PROMOTED.into(),
+                },
+                // Shown as waiting, pending by now: skipped.
+                TaskTransition {
+                    id: id(3),
+                    status: TaskStatus::Terminated,
+                    message: "late".into(),
+                },
+                // Not a task of this rack: skipped.
+                TaskTransition {
+                    id: id(5),
+                    status: TaskStatus::Terminated,
+                    message: "other rack".into(),
+                },
+            ]
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        seen.lock().unwrap().as_slice(),
+        [running.id, id(2), id(3), id(4)]
+    );
+    assert_eq!(ids(&updated), [id(2), id(3)]);
+
+    let expired = &updated[0];
+    assert_eq!(
+        (
+            expired.status,
+            expired.message.as_str(),
+            expired.queue_expires_at
+        ),
+        (TaskStatus::Terminated, messages::EXPIRED, None)
+    );
+    let finished = expired.finished_at.expect("finished_at stamped");
+    assert!(finished >= since && finished <= Utc::now());
+    // One clock, the store's, for every stamp of a write (both dialects).
+    assert_eq!(expired.updated_at, finished);
+    assert_eq!(expired.started_at, None);
+    assert!(expired.updated_at >= waiting[0].updated_at);
+    let promoted = &updated[1];
+    assert_eq!(
+        (
+            promoted.status,
+            promoted.message.as_str(),
+            promoted.queue_expires_at,
+            promoted.finished_at
+        ),
+        (TaskStatus::Pending, messages::PROMOTED, None, None)
+    );
+    for t in &updated {
+        assert_eq!(store.task_get(t.id).await.unwrap().as_ref(), Some(t));
+    }
+    // The last waiting task and the other rack are untouched.
+    assert_eq!(
+        store.task_get(id(4)).await.unwrap().as_ref(),
+        Some(&waiting[2])
+    );
+    assert_eq!(
+        store.task_get(id(5)).await.unwrap().unwrap().status,
+        TaskStatus::Pending
+    );
+    assert_eq!(store.racks_with_waiting_tasks().await.unwrap(), [id(1)]);
+
+    // Nothing to do: nothing changes.
+    let none = store.task_promote(id(1), &|_| Vec::new()).await.unwrap();
+    assert!(none.is_empty());
+
+    let updated = store
+        .task_promote(id(1), &|_| {
+            vec![TaskTransition {
+                id: id(4),
+                status: TaskStatus::Terminated,
+                message: messages::CANCELLED.into(),
+            }]
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(&updated), [id(4)]);
+    assert!(store.racks_with_waiting_tasks().await.unwrap().is_empty());
+    // A rack without tasks (or unknown) is shown nothing.
+    let updated = store
+        .task_promote(id(404), &|unfinished| {
+            assert!(unfinished.is_empty());
+            Vec::new()
+        })
+        .await
+        .unwrap();
+    assert!(updated.is_empty());
+}
+
+async fn task_update_is_conditional_and_stamps(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    let r = rule(0xF1, "power on", TaskType::PowerControl, "power_on", false);
+    store.rule_create(&r).await.unwrap();
+    let since = Utc::now().trunc_subsecs(6);
+    let pending = submit(store, task(1, id(1)), TaskStatus::Pending).await;
+
+    // Not in an expected status: nothing changes.
+    let update = TaskUpdate {
+        expected: vec![TaskStatus::Running, TaskStatus::Waiting],
+        status: Some(TaskStatus::Completed),
+        ..Default::default()
+    };
+    assert_eq!(store.task_update(pending.id, &update).await.unwrap(), None);
+    assert_eq!(
+        store.task_get(pending.id).await.unwrap().as_ref(),
+        Some(&pending)
+    );
+    assert_eq!(store.task_update(id(404), &update).await.unwrap(), None);
+
+    // Start: executor, execution, rule and report written; started_at set.
+    let start = TaskUpdate {
+        expected: vec![TaskStatus::Pending],
+        status: Some(TaskStatus::Running),
+        message: Some(messages::RUNNING.into()),
+        report: Some(serde_json::json!({"version": 1})),
+        applied_rule_id: Some(Some(r.id)),
+        rule_definition: Some(definition(4)),
+        executor_type: Some("temporal".into()),
+        execution_id: Some("wf-1".into()),
+        queue_expires_at: None,
+    };
+    let running = store
+        .task_update(pending.id, &start)
+        .await
+        .unwrap()
+        .expect("updated");
+    let started = running.started_at.expect("started_at stamped");
+    assert!(started >= since && started <= Utc::now());
+    assert_eq!(running.updated_at, started);
+    assert!(running.updated_at >= pending.updated_at);
+    let mut expected = pending.clone();
+    expected.status = TaskStatus::Running;
+    expected.message = messages::RUNNING.into();
+    expected.report = Some(serde_json::json!({"version": 1}));
+    expected.applied_rule_id = Some(r.id);
+    expected.rule_definition = Some(definition(4));
+    expected.executor_type = "temporal".into();
+    expected.execution_id = "wf-1".into();
+    expected.started_at = running.started_at;
+    expected.updated_at = running.updated_at;
+    assert_eq!(running, expected);
+    assert_eq!(
+        store.task_get(pending.id).await.unwrap().as_ref(),
+        Some(&expected)
+    );
+
+    // Running again (e.g. a resumed task) keeps the first started_at; a
+    // message-only update with no status touches only the message.
+    let again = store
+        .task_update(
+            pending.id,
+            &TaskUpdate {
+                status: Some(TaskStatus::Running),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.started_at, running.started_at);
+    let progress = store
+        .task_update(
+            pending.id,
+            &TaskUpdate {
+                message: Some("stage 1/2".into()),
+                applied_rule_id: Some(None),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            progress.status,
+            progress.message.as_str(),
+            progress.applied_rule_id
+        ),
+        (TaskStatus::Running, "stage 1/2", None)
+    );
+
+    // Finish: finished_at set once, kept on later updates.
+    let done = store
+        .task_update(
+            pending.id,
+            &TaskUpdate {
+                expected: vec![TaskStatus::Pending, TaskStatus::Running],
+                status: Some(TaskStatus::Failed),
+                message: Some("Failed".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let finished = done.finished_at.expect("finished_at stamped");
+    assert!(finished >= started && finished <= Utc::now());
+    assert_eq!(done.started_at, running.started_at);
+    let later = store
+        .task_update(
+            pending.id,
+            &TaskUpdate {
+                status: Some(TaskStatus::Failed),
+                message: Some(String::new()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (later.finished_at, later.message.as_str()),
+        (done.finished_at, "")
+    );
+
+    // A waiting task: deadline cleared on leaving waiting, unless set too.
+    let deadline = ts("2030-01-01T00:00:00Z");
+    let parked = store
+        .task_update(
+            submit(store, task(2, id(1)), TaskStatus::Pending).await.id,
+            &TaskUpdate {
+                status: Some(TaskStatus::Waiting),
+                message: Some("Waiting for target linkage: r1".into()),
+                queue_expires_at: Some(Some(deadline)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (parked.status, parked.queue_expires_at),
+        (TaskStatus::Waiting, Some(deadline))
+    );
+    let cancelled = store
+        .task_update(
+            parked.id,
+            &TaskUpdate {
+                expected: vec![TaskStatus::Waiting],
+                status: Some(TaskStatus::Terminated),
+                message: Some(messages::CANCELLED.into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cancelled.queue_expires_at, None);
+    assert!(cancelled.finished_at.is_some());
+    assert_eq!(cancelled.started_at, None);
+
+    // An unknown rule is NotFound and writes nothing.
+    match store
+        .task_update(
+            parked.id,
+            &TaskUpdate {
+                message: Some("x".into()),
+                applied_rule_id: Some(Some(id(0xF404))),
+                ..Default::default()
+            },
+        )
+        .await
+    {
+        Err(StoreError::NotFound(what)) => {
+            assert_eq!(what, format!("operation rule {}", id(0xF404)))
+        }
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    assert_eq!(
+        store.task_get(parked.id).await.unwrap().as_ref(),
+        Some(&cancelled)
+    );
+}
+
+async fn task_list_filters_orders_and_pages(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    store.rack_create(&rack(2, "r2", None), &[]).await.unwrap();
+    // ids 1..=6, created in that order; statuses and racks vary.
+    let plan = [
+        (1, id(1), TaskStatus::Pending),
+        (2, id(2), TaskStatus::Waiting),
+        (3, id(1), TaskStatus::Running),
+        (4, id(1), TaskStatus::Pending),
+        (5, id(2), TaskStatus::Pending),
+        (6, id(1), TaskStatus::Pending),
+    ];
+    for (n, rack_id, status) in plan {
+        let mut t = task(n, rack_id);
+        t.report = Some(serde_json::json!({"task": n as u64}));
+        if n == 4 {
+            // Shares task 1's compute component, under another type too.
+            t.components_by_type = ComponentsByType::new();
+            t.components_by_type
+                .push(ComponentType::PowerShelf, id(0xE000));
+            t.components_by_type
+                .push(ComponentType::Compute, id(0xC001));
+        }
+        submit(store, t, status).await;
+    }
+    for (n, status) in [(4, TaskStatus::Completed), (6, TaskStatus::Failed)] {
+        store
+            .task_update(
+                id(n),
+                &TaskUpdate {
+                    status: Some(status),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
+    let list = |filter: TaskFilter, page: Page, with_report: bool| async move {
+        store.task_list(&filter, page, with_report).await.unwrap()
+    };
+    // created_at DESC, id DESC; reports stripped unless asked for.
+    let (tasks, total) = list(TaskFilter::default(), all(), false).await;
+    assert_eq!(total, 6);
+    assert_eq!(ids(&tasks), [6, 5, 4, 3, 2, 1].map(id));
+    assert!(tasks.iter().all(|t| t.report.is_none()));
+    let (tasks, _) = list(TaskFilter::default(), page(1, 2), true).await;
+    assert_eq!(ids(&tasks), [id(5), id(4)]);
+    assert_eq!(tasks[0].report, Some(serde_json::json!({"task": 5})));
+    assert_eq!(tasks[0], store.task_get(id(5)).await.unwrap().unwrap());
+    let (tasks, total) = list(TaskFilter::default(), page(10, 2), false).await;
+    assert_eq!((tasks.len(), total), (0, 6));
+
+    let by_rack = TaskFilter {
+        rack_id: Some(id(1)),
+        ..Default::default()
+    };
+    let (tasks, total) = list(by_rack.clone(), page(0, 2), false).await;
+    assert_eq!((ids(&tasks), total), (vec![id(6), id(4)], 4));
+    let active = TaskFilter {
+        active_only: true,
+        ..by_rack.clone()
+    };
+    let (tasks, total) = list(active, all(), false).await;
+    assert_eq!((ids(&tasks), total), (vec![id(3), id(1)], 2));
+    let statuses = TaskFilter {
+        statuses: vec![TaskStatus::Waiting, TaskStatus::Failed],
+        ..Default::default()
+    };
+    let (tasks, _) = list(statuses, all(), false).await;
+    assert_eq!(ids(&tasks), [id(6), id(2)]);
+    let component = TaskFilter {
+        component_id: Some(id(0xC001)),
+        ..Default::default()
+    };
+    let (tasks, total) = list(component.clone(), all(), false).await;
+    assert_eq!((ids(&tasks), total), (vec![id(4), id(1)], 2));
+    let (tasks, _) = list(
+        TaskFilter {
+            component_id: Some(id(0xE000)),
+            ..Default::default()
+        },
+        all(),
+        false,
+    )
+    .await;
+    assert_eq!(ids(&tasks), [id(4)]);
+    let (tasks, _) = list(
+        TaskFilter {
+            active_only: true,
+            ..component
+        },
+        all(),
+        false,
+    )
+    .await;
+    assert_eq!(ids(&tasks), [id(1)]);
+    let (tasks, total) = list(
+        TaskFilter {
+            component_id: Some(id(404)),
+            ..Default::default()
+        },
+        all(),
+        false,
+    )
+    .await;
+    assert_eq!((tasks.len(), total), (0, 0));
+
+    // By ids, in the order asked; unknown ones skipped.
+    let many = store
+        .tasks_get_many(&[id(3), id(404), id(1), id(3)])
+        .await
+        .unwrap();
+    assert_eq!(ids(&many), [id(3), id(1), id(3)]);
+    assert!(many[0].report.is_some());
+    assert!(store.tasks_get_many(&[]).await.unwrap().is_empty());
+
+    // Recovery: created_at ASC.
+    let recovering = store
+        .tasks_with_status(&[TaskStatus::Pending, TaskStatus::Running])
+        .await
+        .unwrap();
+    assert_eq!(ids(&recovering), [id(1), id(3), id(5)]);
+    assert!(store.tasks_with_status(&[]).await.unwrap().is_empty());
+}
+
+// ---- operation rules -------------------------------------------------------
+
+fn rule(n: u128, name: &str, task_type: TaskType, code: &str, is_default: bool) -> OperationRule {
+    OperationRule {
+        id: id(n),
+        name: name.into(),
+        description: format!("rule {name}"),
+        operation_type: task_type,
+        operation_code: code.into(),
+        definition: definition(n as i32 % 7),
+        is_default,
+        created_at: epoch(),
+        updated_at: epoch(),
+    }
+}
+
+fn stamped_rule(mut expected: OperationRule, got: &OperationRule) -> OperationRule {
+    expected.created_at = got.created_at;
+    expected.updated_at = got.updated_at;
+    expected
+}
+
+fn rule_ids(rules: &[OperationRule]) -> Vec<Uuid> {
+    rules.iter().map(|r| r.id).collect()
+}
+
+async fn rules_crud_and_defaults(db: &Db) {
+    let store = db.store();
+    let since = Utc::now().trunc_subsecs(6);
+    let on_a = rule(1, "on a", TaskType::PowerControl, "power_on", true);
+    let on_b = rule(2, "on b", TaskType::PowerControl, "power_on", false);
+    let off = rule(3, "off", TaskType::PowerControl, "power_off", true);
+    let mut fw = rule(4, "fw", TaskType::FirmwareControl, "upgrade", false);
+    fw.description = String::new();
+    for r in [&on_a, &on_b, &off, &fw] {
+        store.rule_create(r).await.unwrap();
+    }
+    let got = store.rule_get(on_a.id).await.unwrap().expect("rule");
+    assert_eq!(got.created_at, got.updated_at);
+    assert!(got.created_at >= since && got.created_at <= Utc::now());
+    assert_eq!(got, stamped_rule(on_a.clone(), &got));
+    let got_fw = store.rule_get(fw.id).await.unwrap().unwrap();
+    assert_eq!(got_fw.description, "");
+    assert_eq!(store.rule_get(id(404)).await.unwrap(), None);
+
+    // A second default for (type, code), or a used id: nothing written.
+    let second = rule(5, "on c", TaskType::PowerControl, "power_on", true);
+    assert_eq!(
+        already_exists(store.rule_create(&second).await),
+        "a default rule for (power_control, power_on)"
+    );
+    assert_eq!(
+        store.rule_create(&second).await.unwrap_err().to_string(),
+        "a default rule for (power_control, power_on) already exists"
+    );
+    let mut same_id = rule(1, "dup", TaskType::BringUp, "ingest", false);
+    same_id.is_default = false;
+    assert_eq!(
+        already_exists(store.rule_create(&same_id).await),
+        format!("operation rule id \"{}\"", id(1))
+    );
+    assert_eq!(db.count("operation_rules").await, 4);
+
+    // Listing: created_at DESC, id DESC; filters AND; total before paging.
+    let (rules, total) = store.rule_list(None, None, all()).await.unwrap();
+    assert_eq!(
+        (rule_ids(&rules), total),
+        ([4, 3, 2, 1].map(id).to_vec(), 4)
+    );
+    let (rules, total) = store
+        .rule_list(Some(TaskType::PowerControl), None, page(1, 1))
+        .await
+        .unwrap();
+    assert_eq!((rule_ids(&rules), total), (vec![id(2)], 3));
+    let (rules, _) = store
+        .rule_list(Some(TaskType::PowerControl), Some(true), all())
+        .await
+        .unwrap();
+    assert_eq!(rule_ids(&rules), [id(3), id(1)]);
+    let (rules, _) = store.rule_list(None, Some(false), all()).await.unwrap();
+    assert_eq!(rule_ids(&rules), [id(4), id(2)]);
+    let (rules, total) = store
+        .rule_list(Some(TaskType::Decommission), None, all())
+        .await
+        .unwrap();
+    assert_eq!((rules.len(), total), (0, 0));
+
+    // Update: only the given fields; an empty description clears it.
+    let updated = store
+        .rule_update(on_b.id, Some("on b v2"), Some(""), Some(&definition(6)))
+        .await
+        .unwrap()
+        .expect("updated");
+    let before = store.rule_list(None, None, all()).await.unwrap().0;
+    assert!(updated.updated_at >= updated.created_at);
+    let mut expected = on_b.clone();
+    expected.name = "on b v2".into();
+    expected.description = String::new();
+    expected.definition = definition(6);
+    assert_eq!(updated, stamped_rule(expected.clone(), &updated));
+    let renamed = store
+        .rule_update(on_b.id, None, Some("described"), None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            renamed.name.as_str(),
+            renamed.description.as_str(),
+            &renamed.definition
+        ),
+        ("on b v2", "described", &definition(6))
+    );
+    assert_eq!(
+        store
+            .rule_update(id(404), Some("x"), None, None)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(before.len(), 4);
+
+    // Set default: swaps within (type, code) only.
+    assert_eq!(
+        store
+            .rule_default_for(TaskType::PowerControl, "power_on")
+            .await
+            .unwrap()
+            .map(|r| r.id),
+        Some(on_a.id)
+    );
+    assert!(store.rule_set_default(on_b.id).await.unwrap());
+    assert_eq!(
+        store
+            .rule_default_for(TaskType::PowerControl, "power_on")
+            .await
+            .unwrap()
+            .map(|r| r.id),
+        Some(on_b.id)
+    );
+    assert!(!store.rule_get(on_a.id).await.unwrap().unwrap().is_default);
+    assert!(store.rule_get(off.id).await.unwrap().unwrap().is_default);
+    // Idempotent; unknown → false.
+    assert!(store.rule_set_default(on_b.id).await.unwrap());
+    assert!(!store.rule_set_default(id(404)).await.unwrap());
+    assert!(store.rule_set_default(fw.id).await.unwrap());
+    assert_eq!(
+        store
+            .rule_default_for(TaskType::FirmwareControl, "upgrade")
+            .await
+            .unwrap()
+            .map(|r| r.id),
+        Some(fw.id)
+    );
+    assert_eq!(
+        store
+            .rule_default_for(TaskType::FirmwareControl, "downgrade")
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        db.scalar("SELECT COUNT(*) FROM operation_rules WHERE is_default")
+            .await,
+        3
+    );
+
+    assert!(store.rule_delete(on_a.id).await.unwrap());
+    assert!(!store.rule_delete(on_a.id).await.unwrap());
+    assert_eq!(store.rule_get(on_a.id).await.unwrap(), None);
+}
+
+async fn rule_delete_cascades_and_nulls_applied_rule(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    store.rack_create(&rack(2, "r2", None), &[]).await.unwrap();
+    let on = rule(1, "on", TaskType::PowerControl, "power_on", false);
+    let off = rule(2, "off", TaskType::PowerControl, "power_off", false);
+    store.rule_create(&on).await.unwrap();
+    store.rule_create(&off).await.unwrap();
+    for rack_id in [id(1), id(2)] {
+        store.rule_associate(rack_id, on.id).await.unwrap();
+        store.rule_associate(rack_id, off.id).await.unwrap();
+    }
+    let mut t = task(10, id(1));
+    t.applied_rule_id = Some(on.id);
+    t.rule_definition = Some(on.definition.clone());
+    let running = submit(store, t, TaskStatus::Running).await;
+    assert_eq!(running.applied_rule_id, Some(on.id));
+
+    assert!(store.rule_delete(on.id).await.unwrap());
+    for rack_id in [id(1), id(2)] {
+        let codes: Vec<String> = store
+            .rule_associations_list(rack_id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|a| a.operation_code)
+            .collect();
+        assert_eq!(codes, ["power_off"]);
+    }
+    // The task keeps running with the definition it started with.
+    let after = store.task_get(running.id).await.unwrap().unwrap();
+    assert_eq!(after.applied_rule_id, None);
+    assert_eq!(after.rule_definition, Some(on.definition.clone()));
+    assert_eq!(after.status, TaskStatus::Running);
+}
+
+async fn rule_associations_upsert_get_list_disassociate(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    store
+        .rack_create(&rack(2, "gone", None), &[])
+        .await
+        .unwrap();
+    store.rack_soft_delete(id(2)).await.unwrap();
+    let on_a = rule(1, "on a", TaskType::PowerControl, "power_on", false);
+    let on_b = rule(2, "on b", TaskType::PowerControl, "power_on", false);
+    let fw = rule(3, "fw", TaskType::FirmwareControl, "upgrade", false);
+    let off = rule(4, "off", TaskType::PowerControl, "power_off", false);
+    for r in [&on_a, &on_b, &fw, &off] {
+        store.rule_create(r).await.unwrap();
+    }
+    let since = Utc::now().trunc_subsecs(6);
+
+    let not_found = |result: Result<(), StoreError>| match result {
+        Err(StoreError::NotFound(what)) => what,
+        other => panic!("expected NotFound, got {other:?}"),
+    };
+    assert_eq!(
+        not_found(store.rule_associate(id(404), on_a.id).await),
+        format!("rack {}", id(404))
+    );
+    assert_eq!(
+        not_found(store.rule_associate(id(2), on_a.id).await),
+        format!("rack {}", id(2))
+    );
+    assert_eq!(
+        not_found(store.rule_associate(id(1), id(0xF404)).await),
+        format!("operation rule {}", id(0xF404))
+    );
+    assert_eq!(db.count("rack_rule_associations").await, 0);
+
+    store.rule_associate(id(1), on_a.id).await.unwrap();
+    let got = store
+        .rule_association_get(id(1), TaskType::PowerControl, "power_on")
+        .await
+        .unwrap()
+        .expect("association");
+    assert_eq!(got.created_at, got.updated_at);
+    assert!(got.created_at >= since && got.created_at <= Utc::now());
+    assert_eq!(
+        got,
+        RackRuleAssociation {
+            rack_id: id(1),
+            operation_type: TaskType::PowerControl,
+            operation_code: "power_on".into(),
+            rule_id: on_a.id,
+            created_at: got.created_at,
+            updated_at: got.updated_at,
+        }
+    );
+
+    // Upsert on (rack, type, code): the newer rule replaces the older.
+    store.rule_associate(id(1), on_b.id).await.unwrap();
+    let replaced = store
+        .rule_association_get(id(1), TaskType::PowerControl, "power_on")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(replaced.rule_id, on_b.id);
+    assert_eq!(replaced.created_at, got.created_at);
+    assert!(replaced.updated_at >= got.updated_at);
+    store.rule_associate(id(1), fw.id).await.unwrap();
+    store.rule_associate(id(1), off.id).await.unwrap();
+
+    let list = store.rule_associations_list(id(1)).await.unwrap();
+    let keys: Vec<(TaskType, &str, Uuid)> = list
+        .iter()
+        .map(|a| (a.operation_type, a.operation_code.as_str(), a.rule_id))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            (TaskType::FirmwareControl, "upgrade", fw.id),
+            (TaskType::PowerControl, "power_off", off.id),
+            (TaskType::PowerControl, "power_on", on_b.id),
+        ]
+    );
+    assert!(
+        store
+            .rule_associations_list(id(404))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .rule_association_get(id(1), TaskType::PowerControl, "restart")
+            .await
+            .unwrap(),
+        None
+    );
+
+    store
+        .rule_disassociate(id(1), TaskType::PowerControl, "power_on")
+        .await
+        .unwrap();
+    store
+        .rule_disassociate(id(1), TaskType::PowerControl, "power_on")
+        .await
+        .unwrap();
+    store
+        .rule_disassociate(id(404), TaskType::BringUp, "ingest")
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .rule_association_get(id(1), TaskType::PowerControl, "power_on")
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(store.rule_associations_list(id(1)).await.unwrap().len(), 2);
+}
+
 // ---- dialect-specific ------------------------------------------------------
 
 /// Both migrated schemas describe the same model: same tables, same columns.
@@ -1724,9 +3504,12 @@ async fn sqlite_and_postgres_schemas_have_the_same_tables_and_columns() {
         [
             "bmc",
             "component",
+            "operation_rules",
             "operation_run",
             "operation_run_target",
-            "rack"
+            "rack",
+            "rack_rule_associations",
+            "task"
         ]
     );
     assert_eq!(lite_tables, by_table(pg_columns));

@@ -64,9 +64,13 @@ fn with_database(url: &str, name: &str) -> String {
 }
 
 impl TestServer {
-    /// Starts a server; `None` when the backend is unavailable outside CI.
+    /// Starts a server whose dispatcher does not drive runs (plans and
+    /// reads stay as created); `None` when the backend is unavailable
+    /// outside CI.
     pub async fn start(backend: Backend) -> Option<TestServer> {
-        Self::start_with(backend, Config::default()).await
+        let mut config = Config::default();
+        config.dispatcher.enabled = false;
+        Self::start_with(backend, config).await
     }
 
     pub async fn start_with(backend: Backend, mut config: Config) -> Option<TestServer> {

@@ -1,0 +1,644 @@
+//! One step of a stage — one component type — and the actions it runs
+//! (spec §5.3, §5.5, §5.6): batching, per-attempt timeout, retries with
+//! backoff, and the polling actions with their reference error texts.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rackflow_domain::ComponentType;
+use rackflow_domain::duration::format_go_duration;
+use rackflow_domain::rule::PowerState as ExpectedPower;
+use rackflow_domain::rule::{Action, ActionConfig, RetryPolicy, SequenceStep};
+use tokio::time::Instant;
+
+use super::RunContext;
+use crate::manager::{
+    ComponentRef, FirmwareRequest, FirmwareState, ManagerError, PowerOp, PowerState,
+};
+
+/// Why an attempt failed, and whether another attempt may help.
+#[derive(Debug)]
+struct ActionError {
+    message: String,
+    retryable: bool,
+}
+
+impl ActionError {
+    fn retryable(message: impl Into<String>) -> Self {
+        ActionError {
+            message: message.into(),
+            retryable: true,
+        }
+    }
+
+    /// A configuration problem: the same attempt would fail the same way.
+    fn permanent(message: impl Into<String>) -> Self {
+        ActionError {
+            message: message.into(),
+            retryable: false,
+        }
+    }
+}
+
+impl From<ManagerError> for ActionError {
+    fn from(e: ManagerError) -> Self {
+        match e {
+            ManagerError::CallFailed { .. } => ActionError::retryable(e.to_string()),
+            _ => ActionError::permanent(e.to_string()),
+        }
+    }
+}
+
+/// The step's retry policy with the reference's defaults applied.
+struct Retry {
+    max_attempts: u32,
+    initial: Duration,
+    coefficient: f64,
+    max_interval: Duration,
+}
+
+impl Retry {
+    fn new(policy: Option<&RetryPolicy>, default: &RetryPolicy) -> Retry {
+        let policy = policy.unwrap_or(default);
+        let initial = if policy.initial_interval.is_zero() {
+            Duration::from_secs(1)
+        } else {
+            policy.initial_interval
+        };
+        Retry {
+            // Validation requires ≥ 1; never read 0 as "unlimited" here.
+            max_attempts: u32::try_from(policy.max_attempts.max(1)).unwrap_or(1),
+            initial,
+            coefficient: policy.backoff_coefficient.max(1.0),
+            // Temporal's default maximum is 100 × the initial interval.
+            max_interval: policy
+                .max_interval
+                .filter(|d| !d.is_zero())
+                .unwrap_or(initial * 100),
+        }
+    }
+
+    /// Wait before attempt `attempt + 1`.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let factor = self
+            .coefficient
+            .powi(i32::try_from(attempt).unwrap_or(i32::MAX) - 1);
+        let secs = (self.initial.as_secs_f64() * factor).min(self.max_interval.as_secs_f64());
+        Duration::from_secs_f64(secs.max(0.0))
+    }
+}
+
+/// Where a step reports, and what it runs on.
+struct StepRun<'a, 'c> {
+    ctx: &'a RunContext<'c>,
+    stage: i32,
+    step: &'a SequenceStep,
+    components: &'a [ComponentRef],
+    retry: Retry,
+    step_timeout: Duration,
+}
+
+/// Runs one step; `Err` is the cause for the stage's error.
+pub(super) async fn run_step(
+    ctx: &RunContext<'_>,
+    stage: i32,
+    step: &SequenceStep,
+    resuming: bool,
+) -> Result<(), String> {
+    let ty = step.component_type;
+    let components = ctx.targets.get(&ty).map_or(&[][..], Vec::as_slice);
+    let run = StepRun {
+        ctx,
+        stage,
+        step,
+        components,
+        retry: Retry::new(step.retry.as_ref(), &ctx.config.default_retry),
+        step_timeout: step
+            .timeout
+            .filter(|d| !d.is_zero())
+            .unwrap_or(ctx.config.default_step_timeout),
+    };
+    run.update(|s, now| s.start(now)).await;
+    let result = run.actions(resuming).await;
+    match &result {
+        Ok(()) => run.update(|s, now| s.complete(now)).await,
+        Err(cause) => {
+            tracing::warn!(stage, component_type = %ty, error = %cause, "step failed");
+            run.update(|s, now| s.fail(cause, now)).await
+        }
+    }
+    result
+}
+
+impl StepRun<'_, '_> {
+    async fn update(
+        &self,
+        change: impl FnOnce(&mut rackflow_domain::report::StepReport, DateTime<Utc>),
+    ) {
+        let (stage, ty) = (self.stage, self.step.component_type);
+        self.ctx
+            .reporter
+            .update(|r| {
+                if let Some(step) = r.step_mut(stage, ty) {
+                    change(step, Utc::now());
+                }
+            })
+            .await;
+    }
+
+    async fn progress(&self, completed: usize, failed: usize) {
+        let completed = u32::try_from(completed).unwrap_or(u32::MAX);
+        let failed = u32::try_from(failed).unwrap_or(u32::MAX);
+        self.update(|s, _| s.set_progress(completed, failed)).await;
+    }
+
+    fn batches(&self) -> Vec<&[ComponentRef]> {
+        match usize::try_from(self.step.max_parallel) {
+            Ok(size) if size > 0 => self.components.chunks(size).collect(),
+            _ => vec![self.components],
+        }
+    }
+
+    async fn actions(&self, resuming: bool) -> Result<(), String> {
+        let step = self.step;
+        for (index, config) in step.actions().enumerate() {
+            let is_main = index == step.pre_operation.len();
+            // Parsed and checked before dispatch; parsing again is cheap and
+            // keeps the step self-contained.
+            let action = config.action().map_err(|e| e.to_string())?;
+            if let Action::Sleep { duration } = action {
+                sleep(duration).await;
+                continue;
+            }
+            if !action.is_batched() {
+                self.attempts(&action, config, self.components, false)
+                    .await?;
+                continue;
+            }
+            let mut done = 0;
+            for batch in self.batches() {
+                self.attempts(&action, config, batch, resuming).await?;
+                done += batch.len();
+                if is_main {
+                    self.progress(done, 0).await;
+                }
+            }
+        }
+        if let Some(delay) = step.delay_after {
+            sleep(delay).await;
+        }
+        Ok(())
+    }
+
+    /// Runs `action` on `batch` until an attempt succeeds, the error is
+    /// permanent, or the attempts are used up.
+    async fn attempts(
+        &self,
+        action: &Action,
+        config: &ActionConfig,
+        batch: &[ComponentRef],
+        resuming: bool,
+    ) -> Result<(), String> {
+        let mut attempt = 1;
+        loop {
+            // Only the first attempt after a restart may find work in flight.
+            let first_after_resume = resuming && attempt == 1;
+            let result = tokio::time::timeout(
+                self.step_timeout,
+                self.attempt(action, config, batch, first_after_resume),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(ActionError::retryable(format!(
+                    "{} step timed out after {}",
+                    self.step.component_type,
+                    format_go_duration(self.step_timeout)
+                )))
+            });
+            match result {
+                Ok(()) => return Ok(()),
+                Err(e) if !e.retryable || attempt >= self.retry.max_attempts => {
+                    return Err(e.message);
+                }
+                Err(e) => {
+                    let wait = self.retry.backoff(attempt);
+                    tracing::info!(
+                        stage = self.stage,
+                        component_type = %self.step.component_type,
+                        attempt,
+                        error = %e.message,
+                        retry_in = ?wait,
+                        "action attempt failed; retrying"
+                    );
+                    sleep(wait).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        action: &Action,
+        config: &ActionConfig,
+        batch: &[ComponentRef],
+        first_after_resume: bool,
+    ) -> Result<(), ActionError> {
+        let ty = self.step.component_type;
+        let registry = self.ctx.registry;
+        match action {
+            Action::Sleep { duration } => {
+                sleep(*duration).await;
+                Ok(())
+            }
+            Action::PowerControl { operation } => {
+                let code = operation
+                    .as_deref()
+                    .unwrap_or(self.ctx.information.code.as_str());
+                let op = PowerOp::parse(code).ok_or_else(|| {
+                    ActionError::permanent(format!("unrecognized power operation \"{code}\""))
+                })?;
+                let call = registry.power_control(ty)?.power_control(batch, op);
+                // The action's own timeout, when set, bounds the call.
+                let timeout = config.timeout.filter(|t| !t.is_zero());
+                bounded(timeout, "PowerControl", call).await?;
+                Ok(())
+            }
+            Action::GetPowerStatus { timeout } => {
+                let call = registry.power_status(ty)?.power_status(batch);
+                bounded(Some(*timeout), "GetPowerStatus", call).await?;
+                Ok(())
+            }
+            Action::VerifyPowerStatus {
+                expected,
+                timeout,
+                poll_interval,
+            } => {
+                let expected = match expected {
+                    ExpectedPower::On => PowerState::On,
+                    ExpectedPower::Off => PowerState::Off,
+                };
+                self.verify_power(batch, expected, *timeout, *poll_interval)
+                    .await
+            }
+            Action::VerifyReachability {
+                component_types,
+                require_all,
+                timeout,
+                poll_interval,
+            } => {
+                self.verify_reachability(component_types, *require_all, *timeout, *poll_interval)
+                    .await
+            }
+            Action::FirmwareControl {
+                operation,
+                poll_interval,
+                poll_timeout,
+            } => {
+                self.firmware(
+                    batch,
+                    operation.as_deref(),
+                    *poll_interval,
+                    *poll_timeout,
+                    first_after_resume,
+                )
+                .await
+            }
+            // Decommission, bring-up, expectation injection and the
+            // consistency check need manager capabilities no provider offers
+            // yet; the capability check normally stops them before dispatch.
+            Action::DecommissionControl
+            | Action::WaitDecommissioned { .. }
+            | Action::BringUpControl
+            | Action::WaitBringUp { .. }
+            | Action::InjectExpectation
+            | Action::VerifyFirmwareConsistency => Err(ActionError::permanent(format!(
+                "action {} is not supported by the local executor",
+                action.name()
+            ))),
+        }
+    }
+
+    /// Polls until every component reports `expected` (spec §5.6); read
+    /// errors and missing entries count as "not yet".
+    async fn verify_power(
+        &self,
+        batch: &[ComponentRef],
+        expected: PowerState,
+        timeout: Duration,
+        poll_interval: Duration,
+    ) -> Result<(), ActionError> {
+        let reader = self.ctx.registry.power_status(self.step.component_type)?;
+        let poll = async {
+            loop {
+                match reader.power_status(batch).await {
+                    Ok(states) if all_in(batch, &states, |s| *s == expected) => return,
+                    Ok(_) => {}
+                    Err(e) => tracing::debug!(error = %e, "power status read failed; polling on"),
+                }
+                sleep(poll_interval).await;
+            }
+        };
+        tokio::time::timeout(timeout, poll).await.map_err(|_| {
+            ActionError::retryable(format!(
+                "timeout after {} waiting for power status",
+                format_go_duration(timeout)
+            ))
+        })
+    }
+
+    /// Polls each listed type until it is reachable: at least one component
+    /// (all with `require_all`) answers with a known power state. A type
+    /// without targets counts as reachable; reachable types are not polled
+    /// again.
+    async fn verify_reachability(
+        &self,
+        types: &[ComponentType],
+        require_all: bool,
+        timeout: Duration,
+        poll_interval: Duration,
+    ) -> Result<(), ActionError> {
+        let deadline = Instant::now() + timeout;
+        let mut reachable: BTreeSet<ComponentType> = BTreeSet::new();
+        loop {
+            for ty in types {
+                if reachable.contains(ty) {
+                    continue;
+                }
+                let components = self.ctx.targets.get(ty).map_or(&[][..], Vec::as_slice);
+                let round = self.responding(*ty, components);
+                let Ok(responding) = tokio::time::timeout_at(deadline, round).await else {
+                    break;
+                };
+                let enough = if require_all {
+                    responding? == components.len()
+                } else {
+                    components.is_empty() || responding? > 0
+                };
+                if enough {
+                    reachable.insert(*ty);
+                }
+            }
+            let unreachable: Vec<&str> = types
+                .iter()
+                .filter(|t| !reachable.contains(t))
+                .map(|t| t.name())
+                .collect();
+            if unreachable.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(ActionError::retryable(format!(
+                    "timeout after {} waiting for reachability of component types: [{}]",
+                    format_go_duration(timeout),
+                    unreachable.join(" ")
+                )));
+            }
+            tokio::time::sleep_until((Instant::now() + poll_interval).min(deadline)).await;
+        }
+    }
+
+    /// Components of `ty` answering a power-status read, batch by batch.
+    async fn responding(
+        &self,
+        ty: ComponentType,
+        components: &[ComponentRef],
+    ) -> Result<usize, ActionError> {
+        let reader = self.ctx.registry.power_status(ty)?;
+        let size = usize::try_from(self.step.max_parallel)
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or(components.len().max(1));
+        let mut count = 0;
+        for batch in components.chunks(size) {
+            if let Ok(states) = reader.power_status(batch).await {
+                count += batch
+                    .iter()
+                    .filter(|c| {
+                        states
+                            .get(&c.external_id)
+                            .is_some_and(|s| *s != PowerState::Unknown)
+                    })
+                    .count();
+            }
+        }
+        Ok(count)
+    }
+
+    /// Starts an update on the batch, then polls until every component is
+    /// `Completed` (spec §5.5). On the first attempt after a resume,
+    /// components whose update is already accepted are only polled.
+    async fn firmware(
+        &self,
+        batch: &[ComponentRef],
+        operation: Option<&str>,
+        poll_interval: Duration,
+        poll_timeout: Duration,
+        first_after_resume: bool,
+    ) -> Result<(), ActionError> {
+        let ty = self.step.component_type;
+        let control = self.ctx.registry.firmware_control(ty)?;
+        let status = self.ctx.registry.firmware_status(ty)?;
+        let to_start: Vec<ComponentRef> = if first_after_resume {
+            match status.firmware_status(batch).await {
+                Ok(states) => batch
+                    .iter()
+                    .filter(|c| !states.get(&c.external_id).is_some_and(|s| s.is_accepted()))
+                    .cloned()
+                    .collect(),
+                Err(e) => {
+                    tracing::debug!(error = %e, "firmware status read on resume failed; restarting all");
+                    batch.to_vec()
+                }
+            }
+        } else {
+            batch.to_vec()
+        };
+        if !to_start.is_empty() {
+            let request = self.firmware_request(operation);
+            control.firmware_start(&to_start, &request).await?;
+        } else {
+            tracing::info!(component_type = %ty, "resumed firmware update: polling, not restarting");
+        }
+        let done_before = self.done_before(batch);
+        let poll = async {
+            loop {
+                match status.firmware_status(batch).await {
+                    Ok(states) => {
+                        let failed: Vec<&str> = batch
+                            .iter()
+                            .filter(|c| states.get(&c.external_id) == Some(&FirmwareState::Failed))
+                            .map(|c| c.external_id.as_str())
+                            .collect();
+                        let completed = batch
+                            .iter()
+                            .filter(|c| {
+                                states.get(&c.external_id) == Some(&FirmwareState::Completed)
+                            })
+                            .count();
+                        self.progress(done_before + completed, failed.len()).await;
+                        if !failed.is_empty() {
+                            return Err(ActionError::retryable(format!(
+                                "firmware update failed for components: [{}]",
+                                failed.join(" ")
+                            )));
+                        }
+                        if completed == batch.len() {
+                            return Ok(());
+                        }
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "firmware status read failed; polling on")
+                    }
+                }
+                sleep(poll_interval).await;
+            }
+        };
+        tokio::time::timeout(poll_timeout, poll)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ActionError::retryable(format!(
+                    "{ty} firmware update timed out after {}",
+                    format_go_duration(poll_timeout)
+                )))
+            })
+    }
+
+    /// Components of earlier batches (already done) for progress counts.
+    fn done_before(&self, batch: &[ComponentRef]) -> usize {
+        let Some(first) = batch.first() else {
+            return 0;
+        };
+        self.components.iter().position(|c| c == first).unwrap_or(0)
+    }
+
+    /// The update request from the task's firmware payload (spec §5.5).
+    fn firmware_request(&self, operation: Option<&str>) -> FirmwareRequest {
+        let info = self.ctx.information;
+        let operation = operation.unwrap_or(info.code.as_str()).to_string();
+        let Some(payload) = &info.firmware else {
+            return FirmwareRequest {
+                operation,
+                override_readiness_check: info.override_readiness_check,
+                ..FirmwareRequest::default()
+            };
+        };
+        let at = |secs: i64| {
+            (secs != 0)
+                .then(|| DateTime::from_timestamp(secs, 0))
+                .flatten()
+        };
+        FirmwareRequest {
+            operation,
+            target_version: layered_version(
+                payload.target_version.as_deref().unwrap_or(""),
+                self.step.component_type,
+            ),
+            window_start: at(payload.start_time),
+            window_end: at(payload.end_time),
+            sub_targets: payload.sub_targets.clone(),
+            override_readiness_check: payload.override_readiness_check
+                || info.override_readiness_check,
+            override_version_check: payload.override_version_check,
+        }
+    }
+}
+
+/// A layered target version (a JSON object keyed `compute`, `nvswitch`,
+/// `powershelf`) gives each type its own section: strings unquoted, other
+/// values as raw JSON, a missing key as "" (the manager's default). Any
+/// other text is the version of every type.
+fn layered_version(target: &str, ty: ComponentType) -> String {
+    let Ok(serde_json::Value::Object(layers)) = serde_json::from_str::<serde_json::Value>(target)
+    else {
+        return target.to_string();
+    };
+    const KEYS: [&str; 3] = ["compute", "nvswitch", "powershelf"];
+    if !layers.keys().all(|k| KEYS.contains(&k.as_str())) {
+        return target.to_string();
+    }
+    match layers.get(&ty.name().to_ascii_lowercase()) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+fn all_in<S>(batch: &[ComponentRef], states: &HashMap<String, S>, ok: impl Fn(&S) -> bool) -> bool {
+    batch
+        .iter()
+        .all(|c| states.get(&c.external_id).is_some_and(&ok))
+}
+
+/// Bounds a manager call by the action's own timeout, when it has one.
+async fn bounded<T>(
+    timeout: Option<Duration>,
+    action: &str,
+    call: impl Future<Output = Result<T, ManagerError>>,
+) -> Result<T, ActionError> {
+    match timeout {
+        Some(limit) => tokio::time::timeout(limit, call)
+            .await
+            .map_err(|_| {
+                ActionError::retryable(format!(
+                    "{action} timed out after {}",
+                    format_go_duration(limit)
+                ))
+            })?
+            .map_err(ActionError::from),
+        None => call.await.map_err(ActionError::from),
+    }
+}
+
+/// A zero duration does not touch the timer.
+async fn sleep(duration: Duration) {
+    if !duration.is_zero() {
+        tokio::time::sleep(duration).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        let policy = RetryPolicy {
+            max_attempts: 5,
+            initial_interval: Duration::from_secs(1),
+            backoff_coefficient: 2.0,
+            max_interval: Some(Duration::from_secs(3)),
+        };
+        let retry = Retry::new(Some(&policy), &policy);
+        let waits: Vec<_> = (1..5).map(|a| retry.backoff(a).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 3, 3]);
+        let zero = RetryPolicy {
+            max_attempts: 0,
+            initial_interval: Duration::ZERO,
+            backoff_coefficient: 0.5,
+            max_interval: None,
+        };
+        let retry = Retry::new(Some(&zero), &policy);
+        assert_eq!(retry.max_attempts, 1);
+        assert_eq!(retry.initial, Duration::from_secs(1));
+        assert_eq!(retry.max_interval, Duration::from_secs(100));
+        assert_eq!(retry.backoff(3), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn layered_versions() {
+        let layered = r#"{"compute": "2.1", "nvswitch": {"bundle": "x"}}"#;
+        assert_eq!(layered_version(layered, ComponentType::Compute), "2.1");
+        assert_eq!(
+            layered_version(layered, ComponentType::NvSwitch),
+            r#"{"bundle":"x"}"#
+        );
+        assert_eq!(layered_version(layered, ComponentType::PowerShelf), "");
+        assert_eq!(layered_version("3.0.0", ComponentType::Compute), "3.0.0");
+        assert_eq!(
+            layered_version(r#"{"other": 1}"#, ComponentType::Compute),
+            r#"{"other": 1}"#
+        );
+    }
+}

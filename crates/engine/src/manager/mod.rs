@@ -1,0 +1,445 @@
+//! Component managers (decision C1): the only way the engine talks to
+//! hardware.
+//!
+//! This module owns the capability traits ([`PowerControl`], [`PowerStatus`],
+//! [`FirmwareControl`], [`FirmwareStatus`]), the [`ComponentManager`] trait
+//! object that exposes whichever of them a provider implements, the
+//! [`ManagerRegistry`] mapping each component type to its manager, and the
+//! one error type [`ManagerError`]. Providers (`sim`, later `rms`) live in
+//! their own modules and only implement these traits.
+//!
+//! Capabilities are separate traits rather than one big trait with
+//! "unsupported" defaults so that the executor can check, before a task
+//! starts, that every action of its rule is backed by the targeted types'
+//! managers (spec §4.3) — and name the missing capability in the error.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rackflow_domain::ComponentType;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// One component as managers see it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ComponentRef {
+    /// The inventory id.
+    pub id: Uuid,
+    pub component_type: ComponentType,
+    /// The id the manager knows the component by; results are keyed by it.
+    pub external_id: String,
+    /// The rack's name (the sim's faults match on it).
+    pub rack: String,
+}
+
+/// What a manager can do (spec §4.3): the domain's capability names, so
+/// rule validation and the registry check speak of the same set.
+pub use rackflow_domain::rule::Capability;
+
+/// A power operation (the power task codes of spec §3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PowerOp {
+    PowerOn,
+    ForcePowerOn,
+    PowerOff,
+    ForcePowerOff,
+    Restart,
+    ForceRestart,
+    WarmReset,
+    ColdReset,
+}
+
+impl PowerOp {
+    pub const ALL: [PowerOp; 8] = [
+        PowerOp::PowerOn,
+        PowerOp::ForcePowerOn,
+        PowerOp::PowerOff,
+        PowerOp::ForcePowerOff,
+        PowerOp::Restart,
+        PowerOp::ForceRestart,
+        PowerOp::WarmReset,
+        PowerOp::ColdReset,
+    ];
+
+    /// The operation code (`power_on`, `force_power_off`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PowerOp::PowerOn => "power_on",
+            PowerOp::ForcePowerOn => "force_power_on",
+            PowerOp::PowerOff => "power_off",
+            PowerOp::ForcePowerOff => "force_power_off",
+            PowerOp::Restart => "restart",
+            PowerOp::ForceRestart => "force_restart",
+            PowerOp::WarmReset => "warm_reset",
+            PowerOp::ColdReset => "cold_reset",
+        }
+    }
+
+    /// From an operation code; other codes give `None`.
+    pub fn parse(code: &str) -> Option<PowerOp> {
+        PowerOp::ALL.into_iter().find(|op| op.as_str() == code)
+    }
+
+    /// The power state a component settles in after the operation.
+    pub fn resulting_state(self) -> PowerState {
+        match self {
+            PowerOp::PowerOff | PowerOp::ForcePowerOff => PowerState::Off,
+            _ => PowerState::On,
+        }
+    }
+}
+
+impl fmt::Display for PowerOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Power state of one component as a manager reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PowerState {
+    On,
+    Off,
+    Unknown,
+    Rebooting,
+}
+
+impl PowerState {
+    pub fn name(self) -> &'static str {
+        match self {
+            PowerState::On => "On",
+            PowerState::Off => "Off",
+            PowerState::Unknown => "Unknown",
+            PowerState::Rebooting => "Rebooting",
+        }
+    }
+}
+
+impl fmt::Display for PowerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// State of one component's firmware update (spec §5.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FirmwareState {
+    Queued,
+    Verifying,
+    Completed,
+    Failed,
+    Unknown,
+}
+
+impl FirmwareState {
+    pub fn name(self) -> &'static str {
+        match self {
+            FirmwareState::Queued => "Queued",
+            FirmwareState::Verifying => "Verifying",
+            FirmwareState::Completed => "Completed",
+            FirmwareState::Failed => "Failed",
+            FirmwareState::Unknown => "Unknown",
+        }
+    }
+
+    /// An update was accepted and has not failed: on resume such a
+    /// component is polled again instead of being restarted.
+    pub fn is_accepted(self) -> bool {
+        matches!(
+            self,
+            FirmwareState::Queued | FirmwareState::Verifying | FirmwareState::Completed
+        )
+    }
+}
+
+impl fmt::Display for FirmwareState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What to install. Starting an update only queues it; progress is read
+/// through [`FirmwareStatus`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FirmwareRequest {
+    /// The firmware operation code (`upgrade`, `downgrade`, `rollback`).
+    pub operation: String,
+    /// Version for this component type; empty = the manager's default.
+    pub target_version: String,
+    /// Maintenance window; managers that cannot honour it ignore it.
+    pub window_start: Option<DateTime<Utc>>,
+    pub window_end: Option<DateTime<Utc>>,
+    pub sub_targets: Vec<String>,
+    pub override_readiness_check: bool,
+    pub override_version_check: bool,
+}
+
+/// Everything a manager call or a registry lookup can fail with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManagerError {
+    #[error("no component manager is configured for component type {0}")]
+    NoManager(ComponentType),
+    #[error("component manager for {component_type} lacks capability {capability}")]
+    MissingCapability {
+        component_type: ComponentType,
+        capability: Capability,
+    },
+    /// The manager tried and the hardware (or the provider) said no.
+    #[error("{call} failed for components [{}]: {message}", components.join(" "))]
+    CallFailed {
+        call: String,
+        components: Vec<String>,
+        message: String,
+    },
+}
+
+/// Turns components on, off or over.
+#[async_trait]
+pub trait PowerControl: Send + Sync {
+    async fn power_control(
+        &self,
+        components: &[ComponentRef],
+        op: PowerOp,
+    ) -> Result<(), ManagerError>;
+}
+
+/// Reads power states, keyed by external id. A component missing from the
+/// map did not answer.
+#[async_trait]
+pub trait PowerStatus: Send + Sync {
+    async fn power_status(
+        &self,
+        components: &[ComponentRef],
+    ) -> Result<HashMap<String, PowerState>, ManagerError>;
+}
+
+/// Starts an asynchronous firmware update and returns once it is accepted.
+#[async_trait]
+pub trait FirmwareControl: Send + Sync {
+    async fn firmware_start(
+        &self,
+        components: &[ComponentRef],
+        request: &FirmwareRequest,
+    ) -> Result<(), ManagerError>;
+}
+
+/// Reads firmware update states, keyed by external id.
+#[async_trait]
+pub trait FirmwareStatus: Send + Sync {
+    async fn firmware_status(
+        &self,
+        components: &[ComponentRef],
+    ) -> Result<HashMap<String, FirmwareState>, ManagerError>;
+}
+
+/// A provider's manager for one or more component types: a set of
+/// capabilities. Accessors return `None` for capabilities it lacks.
+pub trait ComponentManager: Send + Sync {
+    /// Implementation name, for logs (`sim`, `rms`).
+    fn name(&self) -> &str;
+
+    fn as_power_control(&self) -> Option<&dyn PowerControl> {
+        None
+    }
+    fn as_power_status(&self) -> Option<&dyn PowerStatus> {
+        None
+    }
+    fn as_firmware_control(&self) -> Option<&dyn FirmwareControl> {
+        None
+    }
+    fn as_firmware_status(&self) -> Option<&dyn FirmwareStatus> {
+        None
+    }
+
+    /// The declared capability set. The default derives it from the
+    /// accessors so the two cannot disagree.
+    fn capabilities(&self) -> Vec<Capability> {
+        let mut caps = Vec::new();
+        if self.as_power_control().is_some() {
+            caps.push(Capability::PowerControl);
+        }
+        if self.as_power_status().is_some() {
+            caps.push(Capability::PowerStatus);
+        }
+        if self.as_firmware_control().is_some() {
+            caps.push(Capability::FirmwareControl);
+        }
+        if self.as_firmware_status().is_some() {
+            caps.push(Capability::FirmwareStatus);
+        }
+        caps
+    }
+}
+
+/// Component type → manager.
+#[derive(Clone, Default)]
+pub struct ManagerRegistry {
+    managers: HashMap<ComponentType, Arc<dyn ComponentManager>>,
+}
+
+impl fmt::Debug for ManagerRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut map = f.debug_map();
+        let mut types: Vec<_> = self.managers.keys().copied().collect();
+        types.sort();
+        for ty in types {
+            if let Some(m) = self.managers.get(&ty) {
+                map.entry(&ty, &m.name());
+            }
+        }
+        map.finish()
+    }
+}
+
+impl ManagerRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the manager of one type, replacing any previous one.
+    pub fn register(&mut self, component_type: ComponentType, manager: Arc<dyn ComponentManager>) {
+        self.managers.insert(component_type, manager);
+    }
+
+    /// A registry with `manager` for every known component type (the sim).
+    pub fn for_all_types(manager: Arc<dyn ComponentManager>) -> Self {
+        let mut registry = Self::new();
+        for ty in ComponentType::KNOWN {
+            registry.register(ty, manager.clone());
+        }
+        registry
+    }
+
+    pub fn get(
+        &self,
+        component_type: ComponentType,
+    ) -> Result<&dyn ComponentManager, ManagerError> {
+        self.managers
+            .get(&component_type)
+            .map(|m| m.as_ref())
+            .ok_or(ManagerError::NoManager(component_type))
+    }
+
+    /// Ok when the type's manager has `capability`; the error names both.
+    pub fn check(
+        &self,
+        component_type: ComponentType,
+        capability: Capability,
+    ) -> Result<(), ManagerError> {
+        if self
+            .get(component_type)?
+            .capabilities()
+            .contains(&capability)
+        {
+            Ok(())
+        } else {
+            Err(missing(component_type, capability))
+        }
+    }
+
+    pub fn power_control(
+        &self,
+        component_type: ComponentType,
+    ) -> Result<&dyn PowerControl, ManagerError> {
+        self.get(component_type)?
+            .as_power_control()
+            .ok_or_else(|| missing(component_type, Capability::PowerControl))
+    }
+
+    pub fn power_status(
+        &self,
+        component_type: ComponentType,
+    ) -> Result<&dyn PowerStatus, ManagerError> {
+        self.get(component_type)?
+            .as_power_status()
+            .ok_or_else(|| missing(component_type, Capability::PowerStatus))
+    }
+
+    pub fn firmware_control(
+        &self,
+        component_type: ComponentType,
+    ) -> Result<&dyn FirmwareControl, ManagerError> {
+        self.get(component_type)?
+            .as_firmware_control()
+            .ok_or_else(|| missing(component_type, Capability::FirmwareControl))
+    }
+
+    pub fn firmware_status(
+        &self,
+        component_type: ComponentType,
+    ) -> Result<&dyn FirmwareStatus, ManagerError> {
+        self.get(component_type)?
+            .as_firmware_status()
+            .ok_or_else(|| missing(component_type, Capability::FirmwareStatus))
+    }
+}
+
+fn missing(component_type: ComponentType, capability: Capability) -> ManagerError {
+    ManagerError::MissingCapability {
+        component_type,
+        capability,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct PowerOnly;
+
+    #[async_trait]
+    impl PowerControl for PowerOnly {
+        async fn power_control(&self, _: &[ComponentRef], _: PowerOp) -> Result<(), ManagerError> {
+            Ok(())
+        }
+    }
+
+    impl ComponentManager for PowerOnly {
+        fn name(&self) -> &str {
+            "power-only"
+        }
+        fn as_power_control(&self) -> Option<&dyn PowerControl> {
+            Some(self)
+        }
+    }
+
+    #[test]
+    fn check_names_type_and_capability() {
+        let mut registry = ManagerRegistry::new();
+        registry.register(ComponentType::Compute, Arc::new(PowerOnly));
+        assert!(
+            registry
+                .check(ComponentType::Compute, Capability::PowerControl)
+                .is_ok()
+        );
+        let err = registry
+            .check(ComponentType::Compute, Capability::FirmwareStatus)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "component manager for Compute lacks capability FirmwareStatus"
+        );
+        let err = registry
+            .check(ComponentType::NvSwitch, Capability::PowerControl)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no component manager is configured for component type NVSwitch"
+        );
+        assert!(registry.firmware_control(ComponentType::Compute).is_err());
+        assert!(registry.power_control(ComponentType::Compute).is_ok());
+    }
+
+    #[test]
+    fn power_codes_round_trip() {
+        for op in PowerOp::ALL {
+            assert_eq!(PowerOp::parse(op.as_str()), Some(op));
+        }
+        assert_eq!(PowerOp::parse("upgrade"), None);
+        assert_eq!(PowerOp::ForcePowerOff.resulting_state(), PowerState::Off);
+        assert_eq!(PowerOp::ColdReset.resulting_state(), PowerState::On);
+    }
+}

@@ -1,0 +1,201 @@
+//! Resolution of target specifications against the inventory: racks by id,
+//! name or external id; components by UUID, external id or BMC MAC. Shared by
+//! operation-run planning and task submission.
+
+use rackflow_domain::inventory::{Component, Rack};
+use rackflow_domain::planner::{CandidateEntry, PlanError};
+use rackflow_domain::run::Page;
+use rackflow_domain::target::{ComponentTarget, RackIdentifier, TargetSpec};
+use rackflow_domain::{ComponentType, ComponentsByType};
+use rackflow_store::{ComponentFilterQuery, Store};
+
+use crate::error::LookupKind;
+
+/// A planning failure before it is wrapped with its pipeline step.
+pub struct LookupError {
+    pub kind: LookupKind,
+    pub message: String,
+}
+
+impl LookupError {
+    pub fn other(message: impl Into<String>) -> Self {
+        LookupError {
+            kind: LookupKind::Other,
+            message: message.into(),
+        }
+    }
+
+    pub fn wrap(self, context: &str) -> Self {
+        LookupError {
+            kind: self.kind,
+            message: format!("{context}: {}", self.message),
+        }
+    }
+}
+
+impl From<rackflow_store::StoreError> for LookupError {
+    fn from(e: rackflow_store::StoreError) -> Self {
+        LookupError::other(e.to_string())
+    }
+}
+
+impl From<PlanError> for LookupError {
+    fn from(e: PlanError) -> Self {
+        LookupError::other(e.to_string())
+    }
+}
+
+pub async fn resolve_spec(
+    store: &dyn Store,
+    spec: &TargetSpec,
+) -> Result<Vec<CandidateEntry>, LookupError> {
+    match spec {
+        TargetSpec::Racks(targets) => {
+            let mut out = Vec::new();
+            for (i, target) in targets.iter().enumerate() {
+                let wrap = |e: LookupError| e.wrap(&format!("rack target {i}"));
+                let rack = resolve_rack(store, &target.identifier)
+                    .await
+                    .map_err(wrap)?;
+                let components = store
+                    .components_of_racks(&[rack.id])
+                    .await
+                    .map_err(|e| wrap(e.into()))?;
+                let set = filter_by_types(&components, &target.component_types);
+                if !set.is_empty() {
+                    out.push(CandidateEntry {
+                        rack_id: rack.id,
+                        components: set,
+                    });
+                }
+            }
+            Ok(out)
+        }
+        TargetSpec::Components(targets) => {
+            let mut out = Vec::new();
+            for (i, target) in targets.iter().enumerate() {
+                let component = resolve_component(store, target)
+                    .await
+                    .map_err(|e| e.wrap(&format!("component target {i}")))?;
+                let Some(rack_id) = component.rack_id else {
+                    return Err(LookupError::other(format!(
+                        "component target {i} component {} is not assigned to a rack",
+                        component.id
+                    )));
+                };
+                let mut set = ComponentsByType::new();
+                set.push(component.component_type, component.id);
+                out.push(CandidateEntry {
+                    rack_id,
+                    components: set,
+                });
+            }
+            Ok(out)
+        }
+        TargetSpec::NvlDomains(targets) => {
+            // The inventory has no NVLink domains yet, so every domain
+            // target is unknown.
+            let i = 0;
+            let name = targets
+                .first()
+                .map(|t| format!("{:?}", t.identifier))
+                .unwrap_or_default();
+            Err(LookupError {
+                kind: LookupKind::NotFound,
+                message: format!("NVLink domain rack target {i}: NVLink domain {name} not found"),
+            })
+        }
+    }
+}
+
+pub async fn resolve_rack(
+    store: &dyn Store,
+    identifier: &RackIdentifier,
+) -> Result<Rack, LookupError> {
+    let not_found = |what: String| LookupError {
+        kind: LookupKind::NotFound,
+        message: format!("rack {what} not found"),
+    };
+    match identifier {
+        RackIdentifier::Id(id) => store
+            .rack_get(*id, false)
+            .await?
+            .ok_or_else(|| not_found(id.to_string())),
+        RackIdentifier::ExternalId(ext) => store
+            .rack_get_by_external_id(ext)
+            .await?
+            .ok_or_else(|| not_found(format!("external_id={ext}"))),
+        RackIdentifier::Name(name) => {
+            let mut racks = store.rack_get_by_name(name).await?;
+            match racks.len() {
+                0 => Err(not_found(format!("name={name}"))),
+                1 => Ok(racks.remove(0)),
+                _ => Err(LookupError {
+                    kind: LookupKind::Ambiguous,
+                    message: format!("rack name={name} is ambiguous"),
+                }),
+            }
+        }
+    }
+}
+
+pub async fn resolve_component(
+    store: &dyn Store,
+    target: &ComponentTarget,
+) -> Result<Component, LookupError> {
+    match target {
+        ComponentTarget::Id(id) => store.component_get(*id).await?.ok_or_else(|| LookupError {
+            kind: LookupKind::NotFound,
+            message: format!("component {id} not found"),
+        }),
+        ComponentTarget::External { component_type, id } => {
+            let found = match rackflow_domain::inventory::normalize_mac(id) {
+                Some(mac) => store.components_by_bmc_mac(&mac).await?,
+                None => {
+                    let query = ComponentFilterQuery {
+                        external_ids: vec![id.clone()],
+                        ..Default::default()
+                    };
+                    store
+                        .component_list(
+                            &query,
+                            Page {
+                                offset: 0,
+                                limit: 0,
+                            },
+                        )
+                        .await?
+                        .0
+                }
+            };
+            let mut matches: Vec<Component> = found
+                .into_iter()
+                .filter(|c| {
+                    *component_type == ComponentType::Unknown || c.component_type == *component_type
+                })
+                .collect();
+            match matches.len() {
+                0 => Err(LookupError {
+                    kind: LookupKind::NotFound,
+                    message: format!("component external_id={id} not found"),
+                }),
+                1 => Ok(matches.remove(0)),
+                _ => Err(LookupError {
+                    kind: LookupKind::Ambiguous,
+                    message: format!("component external_id={id} is ambiguous"),
+                }),
+            }
+        }
+    }
+}
+
+/// The components of one rack whose type is in `types` (all when empty).
+fn filter_by_types(components: &[Component], types: &[ComponentType]) -> ComponentsByType {
+    let mut set = ComponentsByType::new();
+    for c in components {
+        if types.is_empty() || types.contains(&c.component_type) {
+            set.push(c.component_type, c.id);
+        }
+    }
+    set
+}

@@ -1,0 +1,778 @@
+//! Task submission, execution and cancellation (spec flow-core §3).
+//!
+//! Owns the submission pipeline (target resolution, rule resolution and
+//! applicability, capability checks, per-rack conflict detection with the
+//! waiting queue), the runner that hands pending tasks to the local executor
+//! and records their outcome, the promoter that moves waiting tasks forward
+//! in strict FIFO order, cancellation, and recovery after a restart.
+//!
+//! Durability: every state change is a committed store write before it is
+//! acted on. A task that was `running` when the process died still has its
+//! frozen rule definition and its last report; [`TaskManager::recover`]
+//! resumes it from the first unfinished stage. Graceful shutdown stops the
+//! executors without touching task rows, so they resume the same way.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use rackflow_domain::conflict::{self, Promotion, PromotionInput, Submission, TaskShape};
+use rackflow_domain::planner;
+use rackflow_domain::report::Report;
+use rackflow_domain::rule::{self, OperationRule};
+use rackflow_domain::run::QueueStrategy;
+use rackflow_domain::target::TargetSpec;
+use rackflow_domain::task::{
+    QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages, status_message,
+};
+use rackflow_domain::{ComponentType, ComponentsByType};
+use rackflow_store::{
+    Store, StoreError, SubmitDecision, SubmitOutcome, TaskTransition, TaskUpdate,
+};
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
+
+use crate::error::LookupKind;
+use crate::executor::{LocalExecutor, ReportSink, TaskJob, TaskOutcome};
+use crate::manager::{ComponentRef, ManagerRegistry};
+use crate::resolve;
+
+/// Executor name recorded on tasks run in-process.
+pub const LOCAL_EXECUTOR: &str = "local";
+
+/// Task-layer tunables; defaults documented in `docs/configuration.md`.
+#[derive(Debug, Clone)]
+pub struct TaskConfig {
+    /// Full promoter sweep (expiry and missed notifications).
+    pub promoter_sweep: Duration,
+}
+
+impl Default for TaskConfig {
+    fn default() -> Self {
+        TaskConfig {
+            promoter_sweep: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A request to run one operation on every rack its target resolves to.
+#[derive(Debug, Clone)]
+pub struct SubmitRequest {
+    pub task_type: TaskType,
+    pub information: TaskInformation,
+    pub description: String,
+    pub target: TargetSpec,
+    pub queue: QueuePolicy,
+    pub rule_id: Option<Uuid>,
+    /// Idempotency key; only together with `required_rack_id`.
+    pub idempotency_key: Option<String>,
+    /// When set, the target must resolve to exactly this rack.
+    pub required_rack_id: Option<Uuid>,
+}
+
+/// Why a task operation failed. The server maps these to gRPC codes.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{message}")]
+    Lookup { kind: LookupKind, message: String },
+    #[error("operation rule {0} not found")]
+    RuleNotFound(Uuid),
+    #[error("task {0} not found")]
+    NotFound(Uuid),
+    /// Rack conflict under the REJECT strategy (decision C3).
+    #[error("rack {0} already has a conflicting task")]
+    RackConflict(Uuid),
+    #[error("waiting queue is full ({0}/{max} tasks)", max = rackflow_domain::task::MAX_WAITING_PER_RACK)]
+    QueueFull(usize),
+    /// The task cannot run as asked (rule not applicable, component not
+    /// linked, capability missing, not cancellable).
+    #[error("{0}")]
+    Precondition(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A task changed status (for the operation-run dispatcher and watchers).
+#[derive(Debug, Clone)]
+pub struct TaskEvent {
+    pub task_id: Uuid,
+    pub rack_id: Uuid,
+    pub status: TaskStatus,
+}
+
+/// Submits, runs, cancels and recovers tasks.
+pub struct TaskManager {
+    store: Arc<dyn Store>,
+    executor: Arc<LocalExecutor>,
+    registry: Arc<ManagerRegistry>,
+    config: TaskConfig,
+    /// Per running task: the token a user cancel fires.
+    running: Mutex<HashMap<Uuid, CancellationToken>>,
+    /// Stops every executor without touching task rows (shutdown).
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+    promote_tx: mpsc::Sender<Uuid>,
+    promote_rx: Mutex<Option<mpsc::Receiver<Uuid>>>,
+    events: broadcast::Sender<TaskEvent>,
+}
+
+impl TaskManager {
+    pub fn new(
+        store: Arc<dyn Store>,
+        executor: Arc<LocalExecutor>,
+        registry: Arc<ManagerRegistry>,
+        config: TaskConfig,
+        shutdown: CancellationToken,
+    ) -> Arc<TaskManager> {
+        // Notifications beyond the buffer are dropped; the sweep catches up.
+        let (promote_tx, promote_rx) = mpsc::channel(256);
+        let (events, _) = broadcast::channel(1024);
+        Arc::new(TaskManager {
+            store,
+            executor,
+            registry,
+            config,
+            running: Mutex::new(HashMap::new()),
+            shutdown,
+            tracker: TaskTracker::new(),
+            promote_tx,
+            promote_rx: Mutex::new(Some(promote_rx)),
+            events,
+        })
+    }
+
+    /// Subscribes to task status changes made by this process.
+    pub fn subscribe(&self) -> broadcast::Receiver<TaskEvent> {
+        self.events.subscribe()
+    }
+
+    fn emit(&self, task: &Task) {
+        let _ = self.events.send(TaskEvent {
+            task_id: task.id,
+            rack_id: task.rack_id,
+            status: task.status,
+        });
+    }
+
+    // ---- submission -------------------------------------------------------
+
+    /// The submission pipeline of spec §3.3; returns the created (or, for an
+    /// idempotency key, the existing) task ids.
+    pub async fn submit(self: &Arc<Self>, req: SubmitRequest) -> Result<Vec<Uuid>, TaskError> {
+        if req.idempotency_key.is_some() && req.required_rack_id.is_none() {
+            return Err(TaskError::Invalid(
+                "idempotency key requires a required rack id".into(),
+            ));
+        }
+        if !req
+            .task_type
+            .valid_codes()
+            .contains(&req.information.code.as_str())
+        {
+            return Err(TaskError::Invalid(format!(
+                "invalid operation code {:?} for {}",
+                req.information.code, req.task_type
+            )));
+        }
+        let explicit = match req.rule_id {
+            Some(id) => Some(
+                self.store
+                    .rule_get(id)
+                    .await?
+                    .ok_or(TaskError::RuleNotFound(id))?,
+            ),
+            None => None,
+        };
+
+        let resolved = resolve::resolve_spec(self.store.as_ref(), &req.target)
+            .await
+            .map_err(|e| TaskError::Lookup {
+                kind: e.kind,
+                message: e.message,
+            })?;
+        let mut racks = planner::normalize_candidates(resolved)
+            .map_err(|e| TaskError::Invalid(e.to_string()))?;
+        if racks.is_empty() {
+            return Err(TaskError::Lookup {
+                kind: LookupKind::NotFound,
+                message: "no valid racks found".into(),
+            });
+        }
+        if let Some(required) = req.required_rack_id
+            && (racks.len() != 1 || racks[0].rack_id != required)
+        {
+            return Err(TaskError::Invalid(format!(
+                "target must resolve to exactly rack {required}"
+            )));
+        }
+        racks.sort_by_key(|r| r.rack_id);
+
+        let mut created = Vec::new();
+        let mut first_error = None;
+        for rack in racks {
+            match self
+                .submit_rack(&req, explicit.as_ref(), rack.rack_id, rack.components)
+                .await
+            {
+                Ok(id) => created.push(id),
+                Err(e) => {
+                    tracing::warn!(rack_id = %rack.rack_id, error = %e, "task not created for rack");
+                    if req.required_rack_id.is_some() {
+                        return Err(e);
+                    }
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match (created.is_empty(), first_error) {
+            (true, Some(e)) => Err(e),
+            _ => Ok(created),
+        }
+    }
+
+    async fn submit_rack(
+        self: &Arc<Self>,
+        req: &SubmitRequest,
+        explicit: Option<&OperationRule>,
+        rack_id: Uuid,
+        components: ComponentsByType,
+    ) -> Result<Uuid, TaskError> {
+        let rack_components = self.store.components_of_racks(&[rack_id]).await?;
+        for (_, ids) in components.iter() {
+            for id in ids {
+                let linked = rack_components
+                    .iter()
+                    .find(|c| c.id == *id)
+                    .is_some_and(|c| c.external_id.is_some());
+                if !linked {
+                    return Err(TaskError::Precondition(format!(
+                        "component {id} of rack {rack_id} is not linked to actual inventory"
+                    )));
+                }
+            }
+        }
+        let resolved = self
+            .resolve_rule(req.task_type, &req.information.code, rack_id, explicit)
+            .await;
+        let targeted: Vec<ComponentType> = components.iter().map(|(t, _)| t).collect();
+        if !resolved.definition.applies_to(&targeted) {
+            return Err(TaskError::Precondition(format!(
+                "rule for {}/{} has no step for the targeted component types of rack {rack_id}",
+                req.task_type, req.information.code
+            )));
+        }
+        for (ty, capability) in resolved.definition.required_capabilities(&targeted) {
+            self.registry
+                .check(ty, capability)
+                .map_err(|e| TaskError::Precondition(e.to_string()))?;
+        }
+
+        let now = Utc::now();
+        let task = Task {
+            id: Uuid::new_v4(),
+            task_type: req.task_type,
+            information: req.information.clone(),
+            description: req.description.clone(),
+            rack_id,
+            components_by_type: components,
+            executor_type: LOCAL_EXECUTOR.into(),
+            execution_id: String::new(),
+            status: TaskStatus::Pending,
+            message: messages::PENDING.into(),
+            report: None,
+            applied_rule_id: None,
+            rule_definition: None,
+            queue_policy: req.queue,
+            queue_expires_at: None,
+            idempotency_key: req.idempotency_key.clone(),
+            created_at: now,
+            updated_at: now,
+            started_at: None,
+            finished_at: None,
+        };
+        let shape_components = task.components_by_type.clone();
+        let task_type = task.task_type;
+        let queue = req.queue;
+        let decide = move |unfinished: &[Task]| -> SubmitDecision {
+            let candidate = TaskShape {
+                task_type,
+                components: &shape_components,
+            };
+            let others: Vec<(TaskShape, TaskStatus)> = unfinished
+                .iter()
+                .map(|t| {
+                    (
+                        TaskShape {
+                            task_type: t.task_type,
+                            components: &t.components_by_type,
+                        },
+                        t.status,
+                    )
+                })
+                .collect();
+            let waiting = unfinished
+                .iter()
+                .filter(|t| t.status == TaskStatus::Waiting)
+                .count();
+            match conflict::decide_submission(
+                &candidate,
+                queue.strategy,
+                &others,
+                waiting,
+                Utc::now(),
+                queue.timeout_secs,
+            ) {
+                Submission::Pending => SubmitDecision::Insert {
+                    status: TaskStatus::Pending,
+                    message: messages::PENDING.into(),
+                    queue_expires_at: None,
+                },
+                Submission::Waiting { expires_at } => SubmitDecision::Insert {
+                    status: TaskStatus::Waiting,
+                    message: messages::WAITING.into(),
+                    queue_expires_at: Some(expires_at),
+                },
+                Submission::RejectConflict => SubmitDecision::Reject("conflict".into()),
+                Submission::RejectQueueFull { waiting } => {
+                    SubmitDecision::Reject(format!("queue-full:{waiting}"))
+                }
+            }
+        };
+        match self.store.task_submit(&task, &decide).await? {
+            SubmitOutcome::Existing(existing) => Ok(existing.id),
+            SubmitOutcome::Rejected(reason) => Err(match reason.strip_prefix("queue-full:") {
+                Some(n) => TaskError::QueueFull(n.parse().unwrap_or(0)),
+                None => TaskError::RackConflict(rack_id),
+            }),
+            SubmitOutcome::Inserted(stored) => {
+                tracing::info!(task_id = %stored.id, rack_id = %rack_id, operation = %stored.operation(), status = %stored.status, "task submitted");
+                self.emit(&stored);
+                if stored.status == TaskStatus::Pending {
+                    self.start(stored.clone(), explicit.cloned()).await;
+                }
+                Ok(stored.id)
+            }
+        }
+    }
+
+    /// Rule resolution order of spec §4.4; lookup errors fall through.
+    async fn resolve_rule(
+        &self,
+        task_type: TaskType,
+        code: &str,
+        rack_id: Uuid,
+        explicit: Option<&OperationRule>,
+    ) -> rule::ResolvedRule {
+        let association = match self
+            .store
+            .rule_association_get(rack_id, task_type, code)
+            .await
+        {
+            Ok(Some(a)) => self.store.rule_get(a.rule_id).await.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "rule association lookup failed");
+                None
+            }),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "rule association lookup failed");
+                None
+            }
+        };
+        let default = self
+            .store
+            .rule_default_for(task_type, code)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "default rule lookup failed");
+                None
+            });
+        rule::resolve_rule(
+            explicit,
+            association.as_ref(),
+            default.as_ref(),
+            task_type,
+            code,
+        )
+    }
+
+    // ---- execution --------------------------------------------------------
+
+    /// Freezes the rule onto a pending task, marks it running and hands it
+    /// to the executor in the background.
+    async fn start(self: &Arc<Self>, task: Task, explicit: Option<OperationRule>) {
+        let resolved = self
+            .resolve_rule(
+                task.task_type,
+                &task.information.code,
+                task.rack_id,
+                explicit.as_ref(),
+            )
+            .await;
+        let update = TaskUpdate {
+            expected: vec![TaskStatus::Pending],
+            status: Some(TaskStatus::Running),
+            message: Some(messages::RUNNING.into()),
+            applied_rule_id: Some(resolved.applied_rule_id),
+            rule_definition: Some(resolved.definition.clone()),
+            executor_type: Some(LOCAL_EXECUTOR.into()),
+            execution_id: Some(format!("{LOCAL_EXECUTOR}:{}", task.id)),
+            ..Default::default()
+        };
+        match self.store.task_update(task.id, &update).await {
+            Ok(Some(running)) => {
+                self.emit(&running);
+                self.spawn_run(running, None);
+            }
+            Ok(None) => {
+                tracing::info!(task_id = %task.id, "task left pending before it started (cancelled?)")
+            }
+            Err(e) => {
+                tracing::error!(task_id = %task.id, error = %e, "could not mark task running; the recovery pass will retry")
+            }
+        }
+    }
+
+    fn spawn_run(self: &Arc<Self>, task: Task, resume_from: Option<Report>) {
+        let user_cancel = self.shutdown.child_token();
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(task.id, user_cancel.clone());
+        }
+        let manager = Arc::clone(self);
+        self.tracker.spawn(async move {
+            let outcome = manager
+                .execute(&task, resume_from, user_cancel.clone())
+                .await;
+            if let Ok(mut running) = manager.running.lock() {
+                running.remove(&task.id);
+            }
+            manager.finish(&task, outcome).await;
+        });
+    }
+
+    async fn execute(
+        self: &Arc<Self>,
+        task: &Task,
+        resume_from: Option<Report>,
+        cancel: CancellationToken,
+    ) -> Result<TaskOutcome, TaskError> {
+        let components = self.store.components_of_racks(&[task.rack_id]).await?;
+        let rack = self.store.rack_get(task.rack_id, true).await?;
+        let rack_name = rack
+            .as_ref()
+            .and_then(|r| r.external_id.clone().or(Some(r.name.clone())))
+            .unwrap_or_default();
+        let mut refs = Vec::new();
+        for (ty, ids) in task.components_by_type.iter() {
+            for id in ids {
+                let Some(component) = components.iter().find(|c| c.id == *id) else {
+                    return Ok(TaskOutcome::Failed(format!(
+                        "component {id} is no longer in the inventory"
+                    )));
+                };
+                refs.push(ComponentRef {
+                    id: *id,
+                    component_type: ty,
+                    external_id: component.external_id.clone().unwrap_or_default(),
+                    rack: rack_name.clone(),
+                });
+            }
+        }
+        let definition = task
+            .rule_definition
+            .clone()
+            .unwrap_or_else(|| rule::builtin_rule(task.task_type, &task.information.code));
+        let job = TaskJob {
+            task_id: task.id,
+            information: task.information.clone(),
+            definition,
+            components: refs,
+            resume_from,
+        };
+        let sink: Arc<dyn ReportSink> = Arc::new(StoreSink {
+            store: Arc::clone(&self.store),
+        });
+        Ok(self.executor.run(job, sink, cancel).await)
+    }
+
+    /// Records the outcome. A cancel by shutdown leaves the row untouched so
+    /// the next start resumes it; a user cancel was recorded by `cancel`.
+    async fn finish(self: &Arc<Self>, task: &Task, outcome: Result<TaskOutcome, TaskError>) {
+        let (status, message) = match outcome {
+            Ok(TaskOutcome::Completed) => (TaskStatus::Completed, messages::COMPLETED.to_string()),
+            Ok(TaskOutcome::Failed(message)) => {
+                let text = status_message(&message);
+                (
+                    TaskStatus::Failed,
+                    if text.is_empty() {
+                        messages::FAILED.into()
+                    } else {
+                        text
+                    },
+                )
+            }
+            Ok(TaskOutcome::Cancelled) => {
+                if self.shutdown.is_cancelled() {
+                    tracing::info!(task_id = %task.id, "task interrupted by shutdown; it resumes on the next start");
+                }
+                self.notify_rack(task.rack_id);
+                return;
+            }
+            Err(e) => (TaskStatus::Failed, status_message(&e.to_string())),
+        };
+        let update = TaskUpdate {
+            expected: vec![TaskStatus::Running],
+            status: Some(status),
+            message: Some(message.clone()),
+            ..Default::default()
+        };
+        match self.store.task_update(task.id, &update).await {
+            Ok(Some(done)) => {
+                tracing::info!(task_id = %task.id, status = %status, message = %message, "task finished");
+                self.emit(&done);
+            }
+            Ok(None) => {
+                tracing::info!(task_id = %task.id, "task was no longer running when it finished (cancelled)")
+            }
+            Err(e) => {
+                tracing::error!(task_id = %task.id, error = %e, "could not record task outcome; recovery resumes it")
+            }
+        }
+        self.notify_rack(task.rack_id);
+    }
+
+    // ---- cancellation -----------------------------------------------------
+
+    /// Cancels a task in any state (spec §3.6).
+    pub async fn cancel(self: &Arc<Self>, id: Uuid) -> Result<Task, TaskError> {
+        let task = self
+            .store
+            .task_get(id)
+            .await?
+            .ok_or(TaskError::NotFound(id))?;
+        match task.status {
+            TaskStatus::Terminated => return Ok(task),
+            TaskStatus::Completed | TaskStatus::Failed => {
+                return Err(TaskError::Precondition(format!(
+                    "task {id} is not cancellable: it is {}",
+                    task.status
+                )));
+            }
+            _ => {}
+        }
+        // Record first, then stop the work: a crash in between leaves a
+        // terminated row whose executor simply never resumes.
+        let update = TaskUpdate {
+            expected: vec![
+                TaskStatus::Waiting,
+                TaskStatus::Pending,
+                TaskStatus::Running,
+            ],
+            status: Some(TaskStatus::Terminated),
+            message: Some(messages::CANCELLED.into()),
+            ..Default::default()
+        };
+        let updated = self.store.task_update(id, &update).await?;
+        if let Some(token) = self.running.lock().ok().and_then(|r| r.get(&id).cloned()) {
+            token.cancel();
+        }
+        let current = match updated {
+            Some(t) => t,
+            // It finished in between: answer its real state.
+            None => self
+                .store
+                .task_get(id)
+                .await?
+                .ok_or(TaskError::NotFound(id))?,
+        };
+        if current.status == TaskStatus::Terminated {
+            tracing::info!(task_id = %id, "task cancelled");
+            self.emit(&current);
+            self.notify_rack(current.rack_id);
+            Ok(current)
+        } else {
+            Err(TaskError::Precondition(format!(
+                "task {id} is not cancellable: it is {}",
+                current.status
+            )))
+        }
+    }
+
+    // ---- promoter ---------------------------------------------------------
+
+    fn notify_rack(&self, rack_id: Uuid) {
+        // Dropped when full: the periodic sweep compensates.
+        let _ = self.promote_tx.try_send(rack_id);
+    }
+
+    /// Expires and promotes the waiting tasks of one rack; starts promoted ones.
+    pub async fn promote_rack(self: &Arc<Self>, rack_id: Uuid) -> Result<(), TaskError> {
+        let decide = |tasks: &[Task]| -> Vec<TaskTransition> {
+            let inputs: Vec<PromotionInput> = tasks
+                .iter()
+                .map(|t| PromotionInput {
+                    id: t.id,
+                    shape: TaskShape {
+                        task_type: t.task_type,
+                        components: &t.components_by_type,
+                    },
+                    status: t.status,
+                    created_at: t.created_at,
+                    queue_expires_at: t.queue_expires_at,
+                })
+                .collect();
+            conflict::plan_promotions(&inputs, Utc::now())
+                .into_iter()
+                .map(|(id, p)| match p {
+                    Promotion::Expire => TaskTransition {
+                        id,
+                        status: TaskStatus::Terminated,
+                        message: messages::EXPIRED.into(),
+                    },
+                    Promotion::Promote => TaskTransition {
+                        id,
+                        status: TaskStatus::Pending,
+                        message: messages::PROMOTED.into(),
+                    },
+                })
+                .collect()
+        };
+        let changed = self.store.task_promote(rack_id, &decide).await?;
+        for task in changed {
+            self.emit(&task);
+            if task.status == TaskStatus::Pending {
+                tracing::info!(task_id = %task.id, rack_id = %rack_id, "task promoted");
+                self.start(task, None).await;
+            } else {
+                tracing::info!(task_id = %task.id, rack_id = %rack_id, status = %task.status, message = %task.message, "waiting task ended");
+            }
+        }
+        Ok(())
+    }
+
+    async fn sweep(self: &Arc<Self>) {
+        match self.store.racks_with_waiting_tasks().await {
+            Ok(racks) => {
+                for rack in racks {
+                    if let Err(e) = self.promote_rack(rack).await {
+                        tracing::warn!(rack_id = %rack, error = %e, "promotion failed");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "promoter sweep failed"),
+        }
+    }
+
+    /// Runs the promoter until shutdown: on every finished task of a rack,
+    /// and a full sweep every `promoter_sweep`.
+    pub fn spawn_promoter(self: &Arc<Self>) {
+        let Some(mut rx) = self.promote_rx.lock().ok().and_then(|mut r| r.take()) else {
+            return;
+        };
+        let manager = Arc::clone(self);
+        let shutdown = self.shutdown.clone();
+        self.tracker.spawn(async move {
+            let mut tick = tokio::time::interval(manager.config.promoter_sweep);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    Some(rack) = rx.recv() => {
+                        if let Err(e) = manager.promote_rack(rack).await {
+                            tracing::warn!(rack_id = %rack, error = %e, "promotion failed");
+                        }
+                    }
+                    _ = tick.tick() => manager.sweep().await,
+                }
+            }
+            tracing::debug!("promoter stopped");
+        });
+    }
+
+    // ---- recovery and shutdown -------------------------------------------
+
+    /// Resumes what a previous process left: running tasks continue from
+    /// their first unfinished stage, pending tasks start.
+    pub async fn recover(self: &Arc<Self>) -> Result<usize, TaskError> {
+        let tasks = self
+            .store
+            .tasks_with_status(&[TaskStatus::Running, TaskStatus::Pending])
+            .await?;
+        let count = tasks.len();
+        for task in tasks {
+            match task.status {
+                TaskStatus::Running if task.rule_definition.is_some() => {
+                    let report = task
+                        .report
+                        .clone()
+                        .and_then(|r| serde_json::from_value::<Report>(r).ok());
+                    tracing::info!(task_id = %task.id, "resuming running task");
+                    self.spawn_run(task, report);
+                }
+                TaskStatus::Running => {
+                    // Marked running but never frozen: start over from pending.
+                    let back = TaskUpdate {
+                        expected: vec![TaskStatus::Running],
+                        status: Some(TaskStatus::Pending),
+                        message: Some(messages::PENDING.into()),
+                        ..Default::default()
+                    };
+                    if let Ok(Some(pending)) = self.store.task_update(task.id, &back).await {
+                        self.start(pending, None).await;
+                    }
+                }
+                _ => self.start(task, None).await,
+            }
+        }
+        Ok(count)
+    }
+
+    /// Waits for the promoter and every executor to stop (after the shutdown
+    /// token passed to [`TaskManager::new`] fired).
+    pub async fn wait_stopped(&self) {
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+/// Persists every report change of a running task.
+struct StoreSink {
+    store: Arc<dyn Store>,
+}
+
+#[async_trait::async_trait]
+impl ReportSink for StoreSink {
+    async fn report(&self, task_id: Uuid, report: &Report) {
+        let value = match serde_json::to_value(report) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(task_id = %task_id, error = %e, "report not serialisable");
+                return;
+            }
+        };
+        let update = TaskUpdate {
+            expected: vec![TaskStatus::Running],
+            report: Some(value),
+            ..Default::default()
+        };
+        if let Err(e) = self.store.task_update(task_id, &update).await {
+            tracing::warn!(task_id = %task_id, error = %e, "report not persisted");
+        }
+    }
+}
+
+/// Queue policy from a request's strategy and timeout (0 → default).
+pub fn queue_policy(strategy: QueueStrategy, timeout_secs: i32) -> QueuePolicy {
+    QueuePolicy {
+        strategy,
+        timeout_secs: if timeout_secs > 0 {
+            i64::from(timeout_secs)
+        } else {
+            rackflow_domain::task::DEFAULT_QUEUE_TIMEOUT_SECS
+        },
+    }
+}

@@ -1,0 +1,225 @@
+//! Task, rack-operation and rule messages.
+
+use rackflow_api::v1 as pb;
+use rackflow_domain::rule::{OperationRule, RackRuleAssociation};
+use rackflow_domain::run::{FirmwarePayload, QueueStrategy};
+use rackflow_domain::target::TargetSpec;
+use rackflow_domain::task::{Task, TaskInformation, TaskType};
+use rackflow_engine::tasks::{SubmitRequest, queue_policy};
+use uuid::Uuid;
+
+use super::{Checked, Invalid, invalid, parse_uuid, pb_uuid, target_spec, timestamp};
+
+fn required_target(spec: Option<&pb::OperationTargetSpec>) -> Checked<TargetSpec> {
+    let Some(spec) = spec else {
+        return invalid("target_spec is required");
+    };
+    let converted = target_spec(spec).map_err(|e| Invalid(format!("target_spec: {e}")))?;
+    let Some(converted) = converted else {
+        return invalid(
+            "target_spec: target_spec must have exactly one of racks, nvl_domains, or components set",
+        );
+    };
+    converted
+        .validate()
+        .map_err(|e| Invalid(format!("target_spec: {e}")))?;
+    Ok(converted)
+}
+
+fn optional_rule_id(id: Option<&pb::Uuid>) -> Checked<Option<Uuid>> {
+    match id.filter(|u| !u.id.trim().is_empty()) {
+        None => Ok(None),
+        Some(u) => match parse_uuid(&u.id) {
+            Ok(id) if !id.is_nil() => Ok(Some(id)),
+            Ok(_) => Ok(None),
+            Err(e) => invalid(format!("invalid rule_id: {e}")),
+        },
+    }
+}
+
+fn queue(options: Option<&pb::QueueOptions>) -> Checked<rackflow_domain::task::QueuePolicy> {
+    let (strategy, timeout) = match options {
+        None => (QueueStrategy::Reject, 0),
+        Some(q) => {
+            if q.queue_timeout_seconds < 0 {
+                return invalid("queue_options.queue_timeout_seconds must not be negative");
+            }
+            let strategy = match pb::ConflictStrategy::try_from(q.conflict_strategy) {
+                Ok(pb::ConflictStrategy::Queue) => QueueStrategy::Queue,
+                Ok(_) => QueueStrategy::Reject,
+                Err(_) => return invalid("queue_options.conflict_strategy is unknown"),
+            };
+            (strategy, q.queue_timeout_seconds)
+        }
+    };
+    Ok(queue_policy(strategy, timeout))
+}
+
+/// The fields every rack-operation request shares.
+struct Common<'a> {
+    spec: Option<&'a pb::OperationTargetSpec>,
+    description: &'a str,
+    queue_options: Option<&'a pb::QueueOptions>,
+    rule_id: Option<&'a pb::Uuid>,
+    override_readiness_check: bool,
+}
+
+fn request(
+    task_type: TaskType,
+    code: &str,
+    common: Common<'_>,
+    firmware: Option<FirmwarePayload>,
+) -> Checked<SubmitRequest> {
+    Ok(SubmitRequest {
+        task_type,
+        information: TaskInformation {
+            code: code.to_string(),
+            override_readiness_check: common.override_readiness_check,
+            firmware,
+        },
+        description: common.description.to_string(),
+        target: required_target(common.spec)?,
+        queue: queue(common.queue_options)?,
+        rule_id: optional_rule_id(common.rule_id)?,
+        idempotency_key: None,
+        required_rack_id: None,
+    })
+}
+
+macro_rules! common {
+    ($req:expr) => {
+        Common {
+            spec: $req.target_spec.as_ref(),
+            description: &$req.description,
+            queue_options: $req.queue_options.as_ref(),
+            rule_id: $req.rule_id.as_ref(),
+            override_readiness_check: $req.override_readiness_check,
+        }
+    };
+}
+
+pub fn power_on(req: &pb::PowerOnRackRequest) -> Checked<SubmitRequest> {
+    request(TaskType::PowerControl, "power_on", common!(req), None)
+}
+
+pub fn power_off(req: &pb::PowerOffRackRequest) -> Checked<SubmitRequest> {
+    let code = if req.forced {
+        "force_power_off"
+    } else {
+        "power_off"
+    };
+    request(TaskType::PowerControl, code, common!(req), None)
+}
+
+pub fn power_reset(req: &pb::PowerResetRackRequest) -> Checked<SubmitRequest> {
+    let code = if req.forced {
+        "force_restart"
+    } else {
+        "restart"
+    };
+    request(TaskType::PowerControl, code, common!(req), None)
+}
+
+pub fn upgrade_firmware(req: &pb::UpgradeFirmwareRequest) -> Checked<SubmitRequest> {
+    let start = req.start_time.as_ref().map_or(0, |t| t.seconds);
+    let end = req.end_time.as_ref().map_or(0, |t| t.seconds);
+    if start != 0 && end != 0 && end < start {
+        return invalid("end_time must not be before start_time");
+    }
+    let payload = FirmwarePayload {
+        target_version: req.target_version.clone().filter(|v| !v.is_empty()),
+        start_time: start,
+        end_time: end,
+        rule_id: None,
+        sub_targets: req.sub_targets.iter().map(|s| s.to_lowercase()).collect(),
+        override_readiness_check: req.override_readiness_check,
+        override_version_check: req.override_version_check,
+        authentication_data: None,
+    };
+    request(
+        TaskType::FirmwareControl,
+        "upgrade",
+        common!(req),
+        Some(payload),
+    )
+}
+
+/// Whether firmware credentials were sent (refused until encryption at rest
+/// is configured).
+pub fn has_authentication_data(data: Option<&pb::FirmwareAuthenticationData>) -> bool {
+    use pb::firmware_authentication_data::Value;
+    data.and_then(|a| a.value.as_ref())
+        .is_some_and(|v| match v {
+            Value::Shared(s) => !s.is_empty(),
+            Value::PerComponent(p) => [&p.compute, &p.nvswitch, &p.powershelf]
+                .iter()
+                .any(|s| s.as_deref().is_some_and(|s| !s.is_empty())),
+        })
+}
+
+pub fn pb_task(task: &Task, with_report: bool) -> pb::Task {
+    let report = match (&task.report, with_report) {
+        (Some(report), true) => report.to_string(),
+        _ => String::new(),
+    };
+    pb::Task {
+        id: Some(pb_uuid(task.id)),
+        operation: task.operation(),
+        rack_id: Some(pb_uuid(task.rack_id)),
+        component_uuids: task
+            .components_by_type
+            .iter()
+            .flat_map(|(_, ids)| ids.iter().map(|id| pb_uuid(*id)))
+            .collect(),
+        description: task.description.clone(),
+        executor_type: if task.executor_type == "temporal" {
+            pb::TaskExecutorType::Temporal as i32
+        } else {
+            pb::TaskExecutorType::Unknown as i32
+        },
+        execution_id: task.execution_id.clone(),
+        status: task.status.to_wire(),
+        message: task.message.clone(),
+        queue_expires_at: task.queue_expires_at.map(timestamp),
+        created_at: Some(timestamp(task.created_at)),
+        finished_at: task.finished_at.map(timestamp),
+        applied_rule_id: task.applied_rule_id.map(pb_uuid),
+        updated_at: Some(timestamp(task.updated_at)),
+        started_at: task.started_at.map(timestamp),
+        report,
+    }
+}
+
+/// Wire operation type of a rule (power and firmware only are public).
+pub fn rule_type(value: i32, field: &str) -> Checked<TaskType> {
+    TaskType::from_operation_type_wire(value).ok_or_else(|| {
+        Invalid(format!(
+            "{field} must be OPERATION_TYPE_POWER_CONTROL or OPERATION_TYPE_FIRMWARE_CONTROL"
+        ))
+    })
+}
+
+pub fn pb_rule(rule: &OperationRule) -> pb::OperationRule {
+    pb::OperationRule {
+        id: Some(pb_uuid(rule.id)),
+        name: rule.name.clone(),
+        description: rule.description.clone(),
+        operation_type: rule.operation_type.operation_type_wire(),
+        operation_code: rule.operation_code.clone(),
+        rule_definition_json: serde_json::to_string(&rule.definition).unwrap_or_default(),
+        is_default: rule.is_default,
+        created_at: Some(timestamp(rule.created_at)),
+        updated_at: Some(timestamp(rule.updated_at)),
+    }
+}
+
+pub fn pb_association(a: &RackRuleAssociation) -> pb::RackRuleAssociation {
+    pb::RackRuleAssociation {
+        rack_id: Some(pb_uuid(a.rack_id)),
+        operation_type: a.operation_type.operation_type_wire(),
+        operation_code: a.operation_code.clone(),
+        rule_id: Some(pb_uuid(a.rule_id)),
+        created_at: Some(timestamp(a.created_at)),
+        updated_at: Some(timestamp(a.updated_at)),
+    }
+}

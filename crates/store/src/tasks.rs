@@ -1,0 +1,483 @@
+//! Tasks: the task half of [`crate::Store`], written once for any
+//! [`Backend`].
+//!
+//! Mapping to the schema (flow-core §2.2, migrations 0003): empty
+//! `description`, `executor_type`, `execution_id`, `message` and
+//! `idempotency_key` are NULL; the components are the `attributes` JSON
+//! `{"components_by_type": {...}}`; the queue policy is the two columns
+//! `conflict_strategy` / `queue_timeout_secs`.
+//!
+//! Submission and promotion run under a per-rack lock ([`rack_lock`]):
+//! PostgreSQL takes a transaction-scoped advisory lock keyed on the rack id,
+//! SQLite's `BEGIN IMMEDIATE` serialises all writers anyway. Either way a
+//! decision taken on the rack's unfinished tasks cannot race another one.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use rackflow_domain::ComponentsByType;
+use rackflow_domain::run::{Page, QueueStrategy};
+use rackflow_domain::task::{QueuePolicy, Task, TaskStatus, TaskType};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::backend::{Backend, Txn, fetch_count, xact_lock};
+use crate::sql::{
+    Conditions, RowReader, Sql, UniqueKey, Violation, lock_key, non_empty, now, opt_non_empty,
+    parse_named, to_json, violation, write_error,
+};
+use crate::{
+    StoreError, StoreResult, SubmitDecision, SubmitOutcome, TaskFilter, TaskTransition, TaskUpdate,
+};
+
+const TASK_COLUMNS: &str = "id, type, executor_type, information, description, rack_id, \
+     attributes, execution_id, status, message, report, applied_rule_id, rule_definition, \
+     conflict_strategy, queue_timeout_secs, created_at, updated_at, started_at, finished_at, \
+     queue_expires_at, idempotency_key";
+
+/// [`TASK_COLUMNS`] without `report`, for listings that strip it (reports
+/// can be large).
+const TASK_COLUMNS_NO_REPORT: &str = "id, type, executor_type, information, description, \
+     rack_id, attributes, execution_id, status, message, applied_rule_id, rule_definition, \
+     conflict_strategy, queue_timeout_secs, created_at, updated_at, started_at, finished_at, \
+     queue_expires_at, idempotency_key";
+
+/// Waiting, pending and running, as an SQL list.
+const UNFINISHED: &str = "('waiting', 'pending', 'running')";
+
+/// Id lists are bound in chunks of this size (see `inventory.rs`).
+const ID_CHUNK: usize = 500;
+
+/// The `attributes` JSON column.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Attributes {
+    #[serde(default)]
+    components_by_type: ComponentsByType,
+}
+
+fn strategy_name(strategy: QueueStrategy) -> &'static str {
+    match strategy {
+        QueueStrategy::Queue => "queue",
+        QueueStrategy::Reject => "reject",
+    }
+}
+
+fn strategy_from_db(name: &str) -> Option<QueueStrategy> {
+    match name {
+        "queue" => Some(QueueStrategy::Queue),
+        "reject" => Some(QueueStrategy::Reject),
+        _ => None,
+    }
+}
+
+fn task_from_row(row: &impl RowReader, with_report: bool) -> StoreResult<Task> {
+    let attributes: Attributes = row.json("attributes")?;
+    Ok(Task {
+        id: row.uuid("id")?,
+        task_type: parse_named("task.type", &row.text("type")?, TaskType::parse)?,
+        information: row.json("information")?,
+        description: row.opt_text("description")?.unwrap_or_default(),
+        rack_id: row.uuid("rack_id")?,
+        components_by_type: attributes.components_by_type,
+        executor_type: row.opt_text("executor_type")?.unwrap_or_default(),
+        execution_id: row.opt_text("execution_id")?.unwrap_or_default(),
+        status: parse_named("task.status", &row.text("status")?, TaskStatus::parse)?,
+        message: row.opt_text("message")?.unwrap_or_default(),
+        report: if with_report {
+            row.opt_json_value("report")?
+        } else {
+            None
+        },
+        applied_rule_id: row.opt_uuid("applied_rule_id")?,
+        rule_definition: row.opt_json("rule_definition")?,
+        queue_policy: QueuePolicy {
+            strategy: parse_named(
+                "task.conflict_strategy",
+                &row.text("conflict_strategy")?,
+                strategy_from_db,
+            )?,
+            timeout_secs: row.i64("queue_timeout_secs")?,
+        },
+        queue_expires_at: row.opt_ts("queue_expires_at")?,
+        idempotency_key: row.opt_text("idempotency_key")?,
+        created_at: row.ts("created_at")?,
+        updated_at: row.ts("updated_at")?,
+        started_at: row.opt_ts("started_at")?,
+        finished_at: row.opt_ts("finished_at")?,
+    })
+}
+
+fn tasks_from_rows<R: RowReader>(rows: &[R]) -> StoreResult<Vec<Task>> {
+    rows.iter().map(|row| task_from_row(row, true)).collect()
+}
+
+fn first_task<R: RowReader>(rows: &[R]) -> StoreResult<Option<Task>> {
+    rows.first().map(|row| task_from_row(row, true)).transpose()
+}
+
+/// The per-rack lock key (scope `rack`, the id's 16 bytes).
+pub(crate) fn rack_lock(rack_id: Uuid) -> i64 {
+    lock_key("rack", rack_id.as_bytes())
+}
+
+/// `SET` assignments of a status change at `now`: the status, then the
+/// stamps §3.2 ties to it. `started_at` / `finished_at` are kept once set
+/// (first transition wins); any status but waiting clears the queue
+/// deadline unless `keep_deadline`.
+fn status_sets(
+    sql: &mut Sql,
+    status: TaskStatus,
+    now: DateTime<Utc>,
+    keep_deadline: bool,
+) -> Vec<String> {
+    let mut sets = vec![format!("status = {}", sql.bind(status.as_str()))];
+    if status == TaskStatus::Running {
+        sets.push(format!(
+            "started_at = COALESCE(started_at, {})",
+            sql.bind(now)
+        ));
+    }
+    if status.is_finished() {
+        sets.push(format!(
+            "finished_at = COALESCE(finished_at, {})",
+            sql.bind(now)
+        ));
+    }
+    if status != TaskStatus::Waiting && !keep_deadline {
+        sets.push("queue_expires_at = NULL".to_string());
+    }
+    sets
+}
+
+/// The rack's unfinished tasks, oldest first, inside `tx`.
+async fn unfinished_of_rack<T: Txn>(tx: &mut T, rack_id: Uuid) -> StoreResult<Vec<Task>> {
+    let sql = Sql::new(format!(
+        "SELECT {TASK_COLUMNS} FROM task WHERE rack_id = $1 AND status IN {UNFINISHED} \
+         ORDER BY created_at, id"
+    ))
+    .arg(rack_id);
+    tasks_from_rows(&tx.fetch_all(sql).await?)
+}
+
+fn unfinished_by_key_sql(key: &str) -> Sql {
+    Sql::new(format!(
+        "SELECT {TASK_COLUMNS} FROM task WHERE idempotency_key = $1 AND status IN {UNFINISHED}"
+    ))
+    .arg(key)
+}
+
+/// Whether the rack exists and is not soft-deleted, inside `tx`.
+pub(crate) async fn live_rack_exists<T: Txn>(tx: &mut T, rack_id: Uuid) -> StoreResult<bool> {
+    let sql = Sql::new("SELECT id FROM rack WHERE id = $1 AND deleted_at IS NULL").arg(rack_id);
+    Ok(!tx.fetch_all(sql).await?.is_empty())
+}
+
+pub(crate) async fn task_submit<'d, B: Backend>(
+    backend: &B,
+    task: &Task,
+    decide: &'d (dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync + 'd),
+) -> StoreResult<SubmitOutcome> {
+    let key = opt_non_empty(&task.idempotency_key);
+    let mut tx = backend.begin().await?;
+    xact_lock::<B>(&mut tx, rack_lock(task.rack_id)).await?;
+
+    if let Some(key) = &key
+        && let Some(existing) = first_task(&tx.fetch_all(unfinished_by_key_sql(key)).await?)?
+    {
+        tx.rollback().await?;
+        return Ok(SubmitOutcome::Existing(existing));
+    }
+    if !live_rack_exists(&mut tx, task.rack_id).await? {
+        tx.rollback().await?;
+        return Err(StoreError::NotFound(format!("rack {}", task.rack_id)));
+    }
+
+    let unfinished = unfinished_of_rack(&mut tx, task.rack_id).await?;
+    let (status, message, queue_expires_at) = match decide(&unfinished) {
+        SubmitDecision::Reject(text) => {
+            tx.rollback().await?;
+            return Ok(SubmitOutcome::Rejected(text));
+        }
+        SubmitDecision::Insert {
+            status,
+            message,
+            queue_expires_at,
+        } => (status, message, queue_expires_at),
+    };
+
+    let now = now();
+    let attributes = Attributes {
+        components_by_type: task.components_by_type.clone(),
+    };
+    let insert = Sql::new(format!(
+        "INSERT INTO task ({TASK_COLUMNS}) VALUES \
+         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, NULL, NULL, \
+          $17, $18) RETURNING {TASK_COLUMNS}"
+    ))
+    .arg(task.id)
+    .arg(task.task_type.as_str())
+    .arg(non_empty(&task.executor_type))
+    .arg(to_json("task.information", &task.information)?)
+    .arg(non_empty(&task.description))
+    .arg(task.rack_id)
+    .arg(to_json("task.attributes", &attributes)?)
+    .arg(non_empty(&task.execution_id))
+    .arg(status.as_str())
+    .arg(non_empty(&message))
+    .arg(task.report.clone())
+    .arg(task.applied_rule_id)
+    .arg(
+        task.rule_definition
+            .as_ref()
+            .map(|d| to_json("task.rule_definition", d))
+            .transpose()?,
+    )
+    .arg(strategy_name(task.queue_policy.strategy))
+    .arg(task.queue_policy.timeout_secs)
+    .arg(now)
+    .arg(queue_expires_at)
+    .arg(key.clone());
+
+    let rows = match tx.fetch_all(insert).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            // PostgreSQL has aborted the transaction: end it before reading.
+            tx.rollback().await.ok();
+            return submit_error(backend, task, key.as_deref(), e).await;
+        }
+    };
+    let stored = first_task(&rows)?.ok_or_else(|| StoreError::Decode {
+        what: "task",
+        detail: "INSERT … RETURNING gave no row".to_string(),
+    })?;
+    tx.commit().await?;
+    Ok(SubmitOutcome::Inserted(stored))
+}
+
+/// A failed submit insert. The idempotency check ran under the rack's lock,
+/// but the key is global: a submit with the same key on another rack may
+/// have won the race, and its task is then the existing one.
+async fn submit_error<B: Backend>(
+    backend: &B,
+    task: &Task,
+    key: Option<&str>,
+    err: sqlx::Error,
+) -> StoreResult<SubmitOutcome> {
+    if let (Some(Violation::Unique(Some(UniqueKey::TaskIdempotencyKey))), Some(key)) =
+        (violation(&err), key)
+    {
+        if let Some(existing) = first_task(&backend.fetch_all(unfinished_by_key_sql(key)).await?)? {
+            return Ok(SubmitOutcome::Existing(existing));
+        }
+        return Err(StoreError::AlreadyExists(format!(
+            "unfinished task with idempotency key {key:?}"
+        )));
+    }
+    Err(write_error(
+        err,
+        |_| format!("task id \"{}\"", task.id),
+        || match task.applied_rule_id {
+            Some(rule) => format!("operation rule {rule}"),
+            None => format!("rack {}", task.rack_id),
+        },
+    ))
+}
+
+pub(crate) async fn task_promote<'d, B: Backend>(
+    backend: &B,
+    rack_id: Uuid,
+    decide: &'d (dyn for<'t> Fn(&'t [Task]) -> Vec<TaskTransition> + Send + Sync + 'd),
+) -> StoreResult<Vec<Task>> {
+    let mut tx = backend.begin().await?;
+    xact_lock::<B>(&mut tx, rack_lock(rack_id)).await?;
+    let unfinished = unfinished_of_rack(&mut tx, rack_id).await?;
+    let transitions = decide(&unfinished);
+    if transitions.is_empty() {
+        tx.rollback().await?;
+        return Ok(Vec::new());
+    }
+    let now = now();
+    let mut updated = Vec::new();
+    for transition in &transitions {
+        let Some(seen) = unfinished.iter().find(|t| t.id == transition.id) else {
+            tracing::warn!(task = %transition.id, rack = %rack_id, "transition for a task not shown; skipped");
+            continue;
+        };
+        let mut sql = Sql::default();
+        let mut sets = status_sets(&mut sql, transition.status, now, false);
+        sets.push(format!(
+            "message = {}",
+            sql.bind(non_empty(&transition.message))
+        ));
+        sets.push(format!("updated_at = {}", sql.bind(now)));
+        let id = sql.bind(seen.id);
+        let seen_status = sql.bind(seen.status.as_str());
+        sql.push(&format!(
+            "UPDATE task SET {} WHERE id = {id} AND status = {seen_status} \
+             RETURNING {TASK_COLUMNS}",
+            sets.join(", ")
+        ));
+        match first_task(&tx.fetch_all(sql).await?)? {
+            Some(task) => updated.push(task),
+            None => {
+                tracing::debug!(task = %seen.id, "task changed status meanwhile; transition skipped")
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(updated)
+}
+
+pub(crate) async fn racks_with_waiting_tasks<B: Backend>(backend: &B) -> StoreResult<Vec<Uuid>> {
+    let sql =
+        Sql::new("SELECT DISTINCT rack_id FROM task WHERE status = 'waiting' ORDER BY rack_id");
+    backend
+        .fetch_all(sql)
+        .await?
+        .iter()
+        .map(|row| row.uuid("rack_id"))
+        .collect()
+}
+
+pub(crate) async fn task_update<B: Backend>(
+    backend: &B,
+    id: Uuid,
+    update: &TaskUpdate,
+) -> StoreResult<Option<Task>> {
+    let now = now();
+    let mut sql = Sql::default();
+    let mut sets = vec![format!("updated_at = {}", sql.bind(now))];
+    if let Some(status) = update.status {
+        let keep_deadline = update.queue_expires_at.is_some();
+        sets.extend(status_sets(&mut sql, status, now, keep_deadline));
+    }
+    if let Some(deadline) = update.queue_expires_at {
+        sets.push(format!("queue_expires_at = {}", sql.bind(deadline)));
+    }
+    if let Some(message) = &update.message {
+        sets.push(format!("message = {}", sql.bind(non_empty(message))));
+    }
+    if let Some(report) = &update.report {
+        sets.push(format!("report = {}", sql.bind(report.clone())));
+    }
+    if let Some(rule) = update.applied_rule_id {
+        sets.push(format!("applied_rule_id = {}", sql.bind(rule)));
+    }
+    if let Some(definition) = &update.rule_definition {
+        let json = to_json("task.rule_definition", definition)?;
+        sets.push(format!("rule_definition = {}", sql.bind(json)));
+    }
+    if let Some(executor) = &update.executor_type {
+        sets.push(format!("executor_type = {}", sql.bind(non_empty(executor))));
+    }
+    if let Some(execution) = &update.execution_id {
+        sets.push(format!("execution_id = {}", sql.bind(non_empty(execution))));
+    }
+    let id_param = sql.bind(id);
+    let mut condition = format!("id = {id_param}");
+    if !update.expected.is_empty() {
+        let list = sql.bind_list(update.expected.iter().map(|s| s.as_str()));
+        condition.push_str(&format!(" AND status IN {list}"));
+    }
+    sql.push(&format!(
+        "UPDATE task SET {} WHERE {condition} RETURNING {TASK_COLUMNS}",
+        sets.join(", ")
+    ));
+    let rows = backend.fetch_all(sql).await.map_err(|e| {
+        write_error(
+            e,
+            |_| "unfinished task with this idempotency key".to_string(),
+            || {
+                format!(
+                    "operation rule {}",
+                    update.applied_rule_id.flatten().unwrap_or_default()
+                )
+            },
+        )
+    })?;
+    first_task(&rows)
+}
+
+pub(crate) async fn task_get<B: Backend>(backend: &B, id: Uuid) -> StoreResult<Option<Task>> {
+    let sql = Sql::new(format!("SELECT {TASK_COLUMNS} FROM task WHERE id = $1")).arg(id);
+    first_task(&backend.fetch_all(sql).await?)
+}
+
+pub(crate) async fn tasks_get_many<B: Backend>(
+    backend: &B,
+    ids: &[Uuid],
+) -> StoreResult<Vec<Task>> {
+    let mut unique = ids.to_vec();
+    unique.sort();
+    unique.dedup();
+    let mut by_id = HashMap::with_capacity(unique.len());
+    for chunk in unique.chunks(ID_CHUNK) {
+        let mut sql = Sql::default();
+        let list = sql.bind_list(chunk.iter().copied());
+        sql.push(&format!(
+            "SELECT {TASK_COLUMNS} FROM task WHERE id IN {list}"
+        ));
+        for task in tasks_from_rows(&backend.fetch_all(sql).await?)? {
+            by_id.insert(task.id, task);
+        }
+    }
+    Ok(ids.iter().filter_map(|id| by_id.get(id).cloned()).collect())
+}
+
+pub(crate) async fn task_list<B: Backend>(
+    backend: &B,
+    filter: &TaskFilter,
+    page: Page,
+    with_report: bool,
+) -> StoreResult<(Vec<Task>, i64)> {
+    let mut cond = Conditions::default();
+    if let Some(rack_id) = filter.rack_id {
+        let rack = cond.sql.bind(rack_id);
+        cond.add(format!("rack_id = {rack}"));
+    }
+    if let Some(component_id) = filter.component_id {
+        let has = B::task_has_component(&mut cond.sql, component_id);
+        cond.add(has);
+    }
+    if filter.active_only {
+        cond.add(format!("status IN {UNFINISHED}"));
+    }
+    if !filter.statuses.is_empty() {
+        let list = cond
+            .sql
+            .bind_list(filter.statuses.iter().map(|s| s.as_str()));
+        cond.add(format!("status IN {list}"));
+    }
+    let total = fetch_count(backend, cond.count("task")).await?;
+    if total == 0 {
+        return Ok((Vec::new(), 0));
+    }
+    let columns = if with_report {
+        TASK_COLUMNS
+    } else {
+        TASK_COLUMNS_NO_REPORT
+    };
+    let rows = backend
+        .fetch_all(cond.page(columns, "task", "created_at DESC, id DESC", page))
+        .await?;
+    let tasks = rows
+        .iter()
+        .map(|row| task_from_row(row, with_report))
+        .collect::<StoreResult<_>>()?;
+    Ok((tasks, total))
+}
+
+pub(crate) async fn tasks_with_status<B: Backend>(
+    backend: &B,
+    statuses: &[TaskStatus],
+) -> StoreResult<Vec<Task>> {
+    if statuses.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut sql = Sql::default();
+    let list = sql.bind_list(statuses.iter().map(|s| s.as_str()));
+    sql.push(&format!(
+        "SELECT {TASK_COLUMNS} FROM task WHERE status IN {list} ORDER BY created_at, id"
+    ));
+    tasks_from_rows(&backend.fetch_all(sql).await?)
+}
