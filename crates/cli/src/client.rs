@@ -92,9 +92,25 @@ pub fn error_line(err: &anyhow::Error) -> String {
     }
 }
 
-/// Prints the error line to stderr; the caller exits with code 1.
+/// A failure the command has already explained on stdout (e.g. `task watch`
+/// printing `task … failed: …`): exit code 1 without an error line.
+#[derive(Debug)]
+pub struct SilentFailure;
+
+impl std::fmt::Display for SilentFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("command failed")
+    }
+}
+
+impl std::error::Error for SilentFailure {}
+
+/// Prints the error line to stderr (nothing for a [`SilentFailure`]); the
+/// caller exits with code 1.
 pub fn report_error(err: &anyhow::Error) {
-    eprintln!("{}", error_line(err));
+    if err.downcast_ref::<SilentFailure>().is_none() {
+        eprintln!("{}", error_line(err));
+    }
 }
 
 #[cfg(test)]

@@ -1,19 +1,28 @@
 //! The `rackflow` command line: argument parsing and output.
 //!
 //! One module per command group: [`serve`] (the flow server), [`fleet`]
-//! (synthetic fleets and their import), [`rack`], [`run`]; [`client`] holds
+//! (synthetic fleets and their import), [`rack`], [`run`], [`ops`] (`power`
+//! and `firmware`, which submit tasks), [`task`], [`rule`]; [`client`] holds
 //! the gRPC connection and the error line, [`output`] the tables and JSON,
-//! [`args`] the flag value parsers and [`spec`] the run spec format. Client
-//! commands talk to the server over gRPC only; none opens the database.
+//! [`args`] the flag value parsers, [`targets`] the target flags, [`spec`]
+//! the run spec format, [`report`] the task report and [`rule_file`] rule
+//! definition and batch files. Client commands talk to the server over gRPC
+//! only; none opens the database.
 
 pub mod args;
 pub mod client;
 pub mod fleet;
+pub mod ops;
 pub mod output;
 pub mod rack;
+pub mod report;
+pub mod rule;
+pub mod rule_file;
 pub mod run;
 pub mod serve;
 pub mod spec;
+pub mod targets;
+pub mod task;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,6 +67,18 @@ pub enum Command {
     /// Create and inspect operation runs.
     #[command(subcommand)]
     Run(RunCommand),
+    /// Power racks or components on, off, or cycle them (one task per rack).
+    #[command(subcommand)]
+    Power(ops::PowerCommand),
+    /// Upgrade firmware (one task per rack).
+    #[command(subcommand)]
+    Firmware(ops::FirmwareCommand),
+    /// List, show, cancel and watch tasks.
+    #[command(subcommand)]
+    Task(task::TaskCommand),
+    /// Manage operation rules and their rack associations.
+    #[command(subcommand)]
+    Rule(rule::RuleCommand),
     /// Print the client and server versions.
     Version,
 }
@@ -215,6 +236,17 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             limit,
             offset,
         }) => run::run_targets(server, id, status, phase_scope, limit, offset, output).await,
+        Command::Power(command) => ops::run_power(server, &command, output).await,
+        Command::Firmware(command) => ops::run_firmware(server, &command, output).await,
+        Command::Task(task::TaskCommand::List(args)) => task::run_list(server, &args, output).await,
+        Command::Task(task::TaskCommand::Get { ids }) => task::run_get(server, &ids, output).await,
+        Command::Task(task::TaskCommand::Cancel { id }) => {
+            task::run_cancel(server, id, output).await
+        }
+        Command::Task(task::TaskCommand::Watch { id, interval }) => {
+            task::run_watch(server, id, interval, output).await
+        }
+        Command::Rule(command) => rule::run(server, &command, output).await,
         Command::Version => version(server, output).await,
     }
 }

@@ -18,6 +18,7 @@ use crate::client;
 use crate::output::{Fields, OutputFormat, Table, enum_name, or_dash, print_json, timestamp};
 use crate::rack::type_name;
 use crate::spec::{GateSpec, RackTargetSpec, RunSpec};
+use crate::targets::{RackRef, rack_by_id_or_name};
 
 // ---------------------------------------------------------------------------
 // run create
@@ -151,12 +152,12 @@ impl CreateArgs {
                 .iter()
                 .map(|r| r.trim())
                 .filter(|r| !r.is_empty())
-                .map(|r| match uuid::Uuid::parse_str(r) {
-                    Ok(id) => RackTargetSpec {
+                .map(|r| match rack_by_id_or_name(r) {
+                    RackRef::Id(id) => RackTargetSpec {
                         id: Some(id.to_string()),
                         ..Default::default()
                     },
-                    Err(_) => RackTargetSpec {
+                    _ => RackTargetSpec {
                         name: Some(r.to_string()),
                         ..Default::default()
                     },

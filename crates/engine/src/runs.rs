@@ -218,15 +218,11 @@ impl RunManager {
                 break;
             }
             let ids: Vec<Uuid> = racks.iter().map(|r| r.id).collect();
-            let components = self.store.components_of_racks(&ids).await?;
+            let keys = self.store.component_keys_of_racks(&ids).await?;
             let mut by_rack: HashMap<Uuid, ComponentsByType> = HashMap::new();
-            for c in &components {
-                let Some(rack_id) = c.rack_id else { continue };
-                if filter.is_none_or(|f| f.matches(c.component_type, c.id)) {
-                    by_rack
-                        .entry(rack_id)
-                        .or_default()
-                        .push(c.component_type, c.id);
+            for (rack_id, ty, id) in keys {
+                if filter.is_none_or(|f| f.matches(ty, id)) {
+                    by_rack.entry(rack_id).or_default().push(ty, id);
                 }
             }
             for rack in &racks {

@@ -240,6 +240,13 @@ impl<B: Backend> Store for B {
         inventory::components_of_racks(self, rack_ids).await
     }
 
+    async fn component_keys_of_racks(
+        &self,
+        rack_ids: &[Uuid],
+    ) -> StoreResult<Vec<(Uuid, rackflow_domain::ComponentType, Uuid)>> {
+        inventory::component_keys_of_racks(self, rack_ids).await
+    }
+
     async fn components_by_bmc_mac(&self, mac: &str) -> StoreResult<Vec<Component>> {
         inventory::components_by_bmc_mac(self, mac).await
     }

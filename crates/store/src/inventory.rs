@@ -469,6 +469,32 @@ pub(crate) async fn components_of_racks<B: Backend>(
     Ok(components)
 }
 
+/// The planner's view of many racks: (rack, type, component id) of every
+/// non-deleted component, without the rest of the row or the BMCs, which
+/// planning never needs (reading them dominated CreateOperationRun).
+pub(crate) async fn component_keys_of_racks<B: Backend>(
+    backend: &B,
+    rack_ids: &[Uuid],
+) -> StoreResult<Vec<(Uuid, ComponentType, Uuid)>> {
+    let mut keys = Vec::new();
+    for chunk in sorted_ids(rack_ids).chunks(ID_CHUNK) {
+        let mut sql = Sql::default();
+        let list = sql.bind_list(chunk.iter().copied());
+        sql.push(&format!(
+            "SELECT rack_id, type, id FROM component \
+             WHERE rack_id IN {list} AND deleted_at IS NULL ORDER BY {COMPONENT_ORDER}"
+        ));
+        for row in backend.fetch_all(sql).await? {
+            keys.push((
+                row.uuid("rack_id")?,
+                component_type_from_db(&row.text("type")?)?,
+                row.uuid("id")?,
+            ));
+        }
+    }
+    Ok(keys)
+}
+
 /// Non-deleted components only: this resolves identifiers of live inventory.
 pub(crate) async fn components_by_bmc_mac<B: Backend>(
     backend: &B,

@@ -244,6 +244,13 @@ pub trait Store: Send + Sync + 'static {
     /// `component_list` order.
     async fn components_of_racks(&self, rack_ids: &[Uuid]) -> StoreResult<Vec<Component>>;
 
+    /// `(rack id, type, component id)` of the non-deleted components of many
+    /// racks, in the `component_list` order: what planning needs, cheaply.
+    async fn component_keys_of_racks(
+        &self,
+        rack_ids: &[Uuid],
+    ) -> StoreResult<Vec<(Uuid, ComponentType, Uuid)>>;
+
     /// Non-deleted components whose BMC has this MAC (normalised first).
     async fn components_by_bmc_mac(&self, mac: &str) -> StoreResult<Vec<Component>>;
 
