@@ -330,14 +330,16 @@ impl StepRun<'_, '_> {
         poll_interval: Duration,
     ) -> Result<(), ActionError> {
         let reader = self.ctx.registry.power_status(self.step.component_type)?;
+        let mut feed = reader.change_feed();
         let poll = async {
             loop {
+                mark_seen(&mut feed);
                 match reader.power_status(batch).await {
                     Ok(states) if all_in(batch, &states, |s| *s == expected) => return,
                     Ok(_) => {}
                     Err(e) => tracing::debug!(error = %e, "power status read failed; polling on"),
                 }
-                sleep(poll_interval).await;
+                wait_change_or(&mut feed, poll_interval).await;
             }
         };
         tokio::time::timeout(timeout, poll).await.map_err(|_| {
@@ -462,8 +464,10 @@ impl StepRun<'_, '_> {
             tracing::info!(component_type = %ty, "resumed firmware update: polling, not restarting");
         }
         let done_before = self.done_before(batch);
+        let mut feed = status.change_feed();
         let poll = async {
             loop {
+                mark_seen(&mut feed);
                 match status.firmware_status(batch).await {
                     Ok(states) => {
                         let failed: Vec<&str> = batch
@@ -492,7 +496,7 @@ impl StepRun<'_, '_> {
                         tracing::debug!(error = %e, "firmware status read failed; polling on")
                     }
                 }
-                sleep(poll_interval).await;
+                wait_change_or(&mut feed, poll_interval).await;
             }
         };
         tokio::time::timeout(poll_timeout, poll)
@@ -640,5 +644,34 @@ mod tests {
             layered_version(r#"{"other": 1}"#, ComponentType::Compute),
             r#"{"other": 1}"#
         );
+    }
+}
+
+/// Marks the provider's current change count as seen, before a status read,
+/// so a change that lands during the read still wakes the next wait.
+fn mark_seen(feed: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    if let Some(rx) = feed {
+        rx.borrow_and_update();
+    }
+}
+
+/// Waits for the provider's next change notification or `poll_interval`,
+/// whichever comes first; without a feed (or once it closed) it just polls.
+async fn wait_change_or(
+    feed: &mut Option<tokio::sync::watch::Receiver<u64>>,
+    poll_interval: Duration,
+) {
+    match feed {
+        Some(rx) => {
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        *feed = None;
+                    }
+                }
+                () = sleep(poll_interval) => {}
+            }
+        }
+        None => sleep(poll_interval).await,
     }
 }

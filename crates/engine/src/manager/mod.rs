@@ -214,6 +214,11 @@ pub trait PowerStatus: Send + Sync {
         &self,
         components: &[ComponentRef],
     ) -> Result<HashMap<String, PowerState>, ManagerError>;
+
+    /// Like [`FirmwareStatus::change_feed`], for power states.
+    fn change_feed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 /// Starts an asynchronous firmware update and returns once it is accepted.
@@ -233,6 +238,14 @@ pub trait FirmwareStatus: Send + Sync {
         &self,
         components: &[ComponentRef],
     ) -> Result<HashMap<String, FirmwareState>, ManagerError>;
+
+    /// A counter bumped whenever some component's state may have changed, for
+    /// providers that can push: pollers wait on it *or* their poll interval,
+    /// so a finished update is seen at once instead of up to one interval
+    /// late. `None` (the default): poll only.
+    fn change_feed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 /// A provider's manager for one or more component types: a set of

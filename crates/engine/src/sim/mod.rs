@@ -95,6 +95,8 @@ pub struct SimComponentState {
 pub struct SimFleet {
     config: SimConfig,
     inner: Mutex<Inner>,
+    /// Bumped on every simulated state change (see `change_feed`).
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -194,6 +196,7 @@ impl SimFleet {
         Arc::new(SimFleet {
             config,
             inner: Mutex::new(inner),
+            changes: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -421,6 +424,7 @@ impl PowerControl for SimFleet {
                 }
             }
         }
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
         if plan.failed.is_empty() {
             Ok(())
         } else {
@@ -435,6 +439,10 @@ impl PowerControl for SimFleet {
 
 #[async_trait]
 impl PowerStatus for SimFleet {
+    fn change_feed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.changes.subscribe())
+    }
+
     async fn power_status(
         &self,
         components: &[ComponentRef],
@@ -518,6 +526,14 @@ impl FirmwareControl for SimFleet {
                 fate: *effect,
                 ended: None,
             });
+            if *effect != Some(FaultEffect::Hang) {
+                // Tell pollers the moment this update ends.
+                let changes = self.changes.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(now + duration).await;
+                    changes.send_modify(|n| *n = n.wrapping_add(1));
+                });
+            }
         }
         Ok(())
     }
@@ -525,6 +541,10 @@ impl FirmwareControl for SimFleet {
 
 #[async_trait]
 impl FirmwareStatus for SimFleet {
+    fn change_feed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.changes.subscribe())
+    }
+
     async fn firmware_status(
         &self,
         components: &[ComponentRef],
