@@ -602,6 +602,35 @@ async fn sleep(duration: Duration) {
     }
 }
 
+/// Marks the provider's current change count as seen, before a status read,
+/// so a change that lands during the read still wakes the next wait.
+fn mark_seen(feed: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    if let Some(rx) = feed {
+        rx.borrow_and_update();
+    }
+}
+
+/// Waits for the provider's next change notification or `poll_interval`,
+/// whichever comes first; without a feed (or once it closed) it just polls.
+async fn wait_change_or(
+    feed: &mut Option<tokio::sync::watch::Receiver<u64>>,
+    poll_interval: Duration,
+) {
+    match feed {
+        Some(rx) => {
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        *feed = None;
+                    }
+                }
+                () = sleep(poll_interval) => {}
+            }
+        }
+        None => sleep(poll_interval).await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -644,34 +673,5 @@ mod tests {
             layered_version(r#"{"other": 1}"#, ComponentType::Compute),
             r#"{"other": 1}"#
         );
-    }
-}
-
-/// Marks the provider's current change count as seen, before a status read,
-/// so a change that lands during the read still wakes the next wait.
-fn mark_seen(feed: &mut Option<tokio::sync::watch::Receiver<u64>>) {
-    if let Some(rx) = feed {
-        rx.borrow_and_update();
-    }
-}
-
-/// Waits for the provider's next change notification or `poll_interval`,
-/// whichever comes first; without a feed (or once it closed) it just polls.
-async fn wait_change_or(
-    feed: &mut Option<tokio::sync::watch::Receiver<u64>>,
-    poll_interval: Duration,
-) {
-    match feed {
-        Some(rx) => {
-            tokio::select! {
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        *feed = None;
-                    }
-                }
-                () = sleep(poll_interval) => {}
-            }
-        }
-        None => sleep(poll_interval).await,
     }
 }
