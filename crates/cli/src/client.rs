@@ -39,13 +39,25 @@ impl std::error::Error for ConnectError {}
 
 /// Connects to `server` (already normalised, with a scheme).
 pub async fn connect(server: &str) -> anyhow::Result<Flow> {
-    let endpoint = Endpoint::from_shared(server.to_string())
+    connect_with(server, Some(REQUEST_TIMEOUT)).await
+}
+
+/// Connects without a per-call deadline: for server-streaming calls such as
+/// `WatchOperationRun`, which stay open as long as the run is watched.
+pub async fn connect_streaming(server: &str) -> anyhow::Result<Flow> {
+    connect_with(server, None).await
+}
+
+async fn connect_with(server: &str, timeout: Option<Duration>) -> anyhow::Result<Flow> {
+    let mut endpoint = Endpoint::from_shared(server.to_string())
         .map_err(|e| ConnectError {
             server: server.to_string(),
             detail: e.to_string(),
         })?
-        .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(REQUEST_TIMEOUT);
+        .connect_timeout(CONNECT_TIMEOUT);
+    if let Some(timeout) = timeout {
+        endpoint = endpoint.timeout(timeout);
+    }
     let channel = endpoint.connect().await.map_err(|e| ConnectError {
         server: server.to_string(),
         detail: error_chain(&e),
@@ -105,12 +117,52 @@ impl std::fmt::Display for SilentFailure {
 
 impl std::error::Error for SilentFailure {}
 
-/// Prints the error line to stderr (nothing for a [`SilentFailure`]); the
-/// caller exits with code 1.
+/// An outcome the command has already explained on stdout that ends the
+/// process with a specific exit code (e.g. `run watch --exit-on-pause`: 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit(pub u8);
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit code {}", self.0)
+    }
+}
+
+impl std::error::Error for Exit {}
+
+/// The process exit code for a failed command: the code of an [`Exit`],
+/// else 1.
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    err.downcast_ref::<Exit>().map_or(1, |e| e.0)
+}
+
+/// Prints the error line to stderr (nothing for a [`SilentFailure`] or an
+/// [`Exit`]); the caller exits with [`exit_code`].
 pub fn report_error(err: &anyhow::Error) {
-    if err.downcast_ref::<SilentFailure>().is_none() {
+    if err.downcast_ref::<SilentFailure>().is_none() && err.downcast_ref::<Exit>().is_none() {
         eprintln!("{}", error_line(err));
     }
+}
+
+/// Whether a failed call is worth retrying after a pause: the server is
+/// restarting or the connection broke.
+pub fn transient_status(status: &tonic::Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::Unavailable
+            | tonic::Code::DeadlineExceeded
+            | tonic::Code::Unknown
+            | tonic::Code::Cancelled
+            | tonic::Code::Aborted
+    )
+}
+
+/// [`transient_status`] for a status anywhere in an error chain.
+pub fn transient(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<tonic::Status>()
+            .is_some_and(transient_status)
+    }) || err.downcast_ref::<ConnectError>().is_some()
 }
 
 #[cfg(test)]

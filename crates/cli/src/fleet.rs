@@ -541,6 +541,25 @@ pub struct ImportSummary {
 pub async fn run_import(server: &str, path: &Path, output: OutputFormat) -> anyhow::Result<()> {
     let fleet = FleetFile::load(path)?;
     let mut flow = client::connect(server).await?;
+    let summary = import_fleet(&mut flow, &fleet, output == OutputFormat::Table).await?;
+    match output {
+        OutputFormat::Table => crate::outln!(
+            "created {}, skipped {}",
+            summary.created.len(),
+            summary.skipped.len()
+        ),
+        OutputFormat::Json => print_json(&summary)?,
+    }
+    Ok(())
+}
+
+/// Creates the racks of `fleet` whose external id the server does not know
+/// yet and skips the others; with `print`, one line per rack on stdout.
+pub async fn import_fleet(
+    flow: &mut client::Flow,
+    fleet: &FleetFile,
+    print: bool,
+) -> anyhow::Result<ImportSummary> {
     let mut summary = ImportSummary::default();
     for rack in &fleet.racks {
         let existing = flow
@@ -560,7 +579,7 @@ pub async fn run_import(server: &str, path: &Path, output: OutputFormat) -> anyh
                     .and_then(|i| i.id)
                     .map(|u| u.id)
                     .unwrap_or_default();
-                if output == OutputFormat::Table {
+                if print {
                     crate::outln!(
                         "skipped {} ({}): already exists as {id}",
                         rack.name,
@@ -581,7 +600,7 @@ pub async fn run_import(server: &str, path: &Path, output: OutputFormat) -> anyh
                     .await
                     .with_context(|| format!("create rack {} ({})", rack.name, rack.external_id))?;
                 let id = created.into_inner().id.map(|u| u.id).unwrap_or_default();
-                if output == OutputFormat::Table {
+                if print {
                     crate::outln!("created {} ({}) as {id}", rack.name, rack.external_id);
                 }
                 summary.created.push(ImportedRack {
@@ -596,13 +615,5 @@ pub async fn run_import(server: &str, path: &Path, output: OutputFormat) -> anyh
             }
         }
     }
-    match output {
-        OutputFormat::Table => crate::outln!(
-            "created {}, skipped {}",
-            summary.created.len(),
-            summary.skipped.len()
-        ),
-        OutputFormat::Json => print_json(&summary)?,
-    }
-    Ok(())
+    Ok(summary)
 }

@@ -1,8 +1,10 @@
 //! The `rackflow` command line: argument parsing and output.
 //!
-//! One module per command group: [`serve`] (the flow server), [`fleet`]
-//! (synthetic fleets and their import), [`rack`], [`run`], [`ops`] (`power`
-//! and `firmware`, which submit tasks), [`task`], [`rule`]; [`client`] holds
+//! One module per command group: [`serve`] (the flow server), [`demo`] (the
+//! one-command demo), [`fleet`] (synthetic fleets and their import),
+//! [`rack`], [`run`] (with [`control`] for pause/resume/advance/cancel and
+//! [`watch`] for the live view), [`ops`] (`power` and `firmware`, which
+//! submit tasks), [`task`], [`rule`]; [`client`] holds
 //! the gRPC connection and the error line, [`output`] the tables and JSON,
 //! [`args`] the flag value parsers, [`targets`] the target flags, [`spec`]
 //! the run spec format, [`report`] the task report and [`rule_file`] rule
@@ -11,6 +13,8 @@
 
 pub mod args;
 pub mod client;
+pub mod control;
+pub mod demo;
 pub mod fleet;
 pub mod ops;
 pub mod output;
@@ -23,6 +27,7 @@ pub mod serve;
 pub mod spec;
 pub mod targets;
 pub mod task;
+pub mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,6 +38,8 @@ use crate::output::OutputFormat;
 
 /// Version of this binary (the client side of `rackflow version`).
 pub const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// Server of client commands without `--server` or `RACKFLOW_SERVER`.
+pub const DEFAULT_SERVER: &str = "http://127.0.0.1:50051";
 
 /// rackflow: phased firmware rollouts over datacenter racks.
 #[derive(Debug, Parser)]
@@ -43,7 +50,7 @@ pub struct Cli {
         long,
         global = true,
         env = "RACKFLOW_SERVER",
-        default_value = "http://127.0.0.1:50051",
+        default_value = DEFAULT_SERVER,
         value_parser = args::normalize_server
     )]
     pub server: String,
@@ -58,13 +65,16 @@ pub struct Cli {
 pub enum Command {
     /// Run the flow server.
     Serve(serve::ServeArgs),
+    /// One process, nothing to set up: a simulated 24-rack fleet, an
+    /// in-process server and a canary firmware rollout, shown live.
+    Demo(demo::DemoArgs),
     /// Generate and import fleets.
     #[command(subcommand)]
     Fleet(FleetCommand),
     /// Read the rack inventory.
     #[command(subcommand)]
     Rack(RackCommand),
-    /// Create and inspect operation runs.
+    /// Create, inspect, watch and steer operation runs.
     #[command(subcommand)]
     Run(RunCommand),
     /// Power racks or components on, off, or cycle them (one task per rack).
@@ -174,6 +184,50 @@ pub enum RunCommand {
         #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
         offset: Option<i32>,
     },
+    /// Follow a run live until it ends: progress per phase, state, last
+    /// message; says why it paused and which command continues it. Exit
+    /// code 0 when it completed, 1 when it failed, was cancelled or
+    /// completed with failures, 3 when it paused (with --exit-on-pause).
+    Watch {
+        /// Run id.
+        #[arg(value_parser = args::parse_uuid)]
+        id: uuid::Uuid,
+        /// Stop (exit code 3) when the run pauses instead of watching on.
+        #[arg(long)]
+        exit_on_pause: bool,
+    },
+    /// Pause a pending or running run (targets already submitted go on).
+    Pause {
+        /// Run id.
+        #[arg(value_parser = args::parse_uuid)]
+        id: uuid::Uuid,
+    },
+    /// Resume a run paused by an operator, a safety gate or a conflict
+    /// timeout (a phase gate needs `run advance`).
+    Resume {
+        /// Run id.
+        #[arg(value_parser = args::parse_uuid)]
+        id: uuid::Uuid,
+    },
+    /// Open the next phase of a run paused at a phase gate.
+    Advance {
+        /// Run id.
+        #[arg(value_parser = args::parse_uuid)]
+        id: uuid::Uuid,
+        /// Only advance if this is the phase that opens (0-based), so that
+        /// a repeated command never skips a phase.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..))]
+        expected_phase: Option<i32>,
+    },
+    /// Cancel a run and the current phase's child tasks.
+    Cancel {
+        /// Run id.
+        #[arg(value_parser = args::parse_uuid)]
+        id: uuid::Uuid,
+        /// Why; kept in the run's message (`operation run cancelled: TEXT`).
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
 }
 
 /// Parses the command line, runs the command, and turns an error into one
@@ -194,7 +248,7 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             client::report_error(&err);
-            ExitCode::FAILURE
+            ExitCode::from(client::exit_code(&err))
         }
     }
 }
@@ -205,6 +259,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
     let output = cli.output;
     match cli.command {
         Command::Serve(args) => serve::run(&args).await,
+        Command::Demo(args) => demo::run(&args, output).await,
         Command::Fleet(FleetCommand::Generate { racks, seed }) => fleet::run_generate(racks, seed),
         Command::Fleet(FleetCommand::Import { file }) => {
             fleet::run_import(server, &file, output).await
@@ -236,6 +291,23 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             limit,
             offset,
         }) => run::run_targets(server, id, status, phase_scope, limit, offset, output).await,
+        Command::Run(RunCommand::Watch { id, exit_on_pause }) => {
+            watch::run_watch(server, id, exit_on_pause, output).await
+        }
+        Command::Run(RunCommand::Pause { id }) => {
+            control::run_control(server, id, &control::Control::Pause, output).await
+        }
+        Command::Run(RunCommand::Resume { id }) => {
+            control::run_control(server, id, &control::Control::Resume, output).await
+        }
+        Command::Run(RunCommand::Advance { id, expected_phase }) => {
+            let control = control::Control::Advance { expected_phase };
+            control::run_control(server, id, &control, output).await
+        }
+        Command::Run(RunCommand::Cancel { id, reason }) => {
+            let control = control::Control::Cancel { reason };
+            control::run_control(server, id, &control, output).await
+        }
         Command::Power(command) => ops::run_power(server, &command, output).await,
         Command::Firmware(command) => ops::run_firmware(server, &command, output).await,
         Command::Task(task::TaskCommand::List(args)) => task::run_list(server, &args, output).await,

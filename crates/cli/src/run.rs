@@ -458,7 +458,7 @@ fn print_preview(view: &PreviewView) {
 // ---------------------------------------------------------------------------
 
 /// JSON of a run summary (`run list` items, and the top of `run get`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunSummaryView {
     pub id: String,
     pub name: String,

@@ -1,9 +1,5 @@
 //! End to end for the task-submitting commands, tasks and operation rules:
 //! a real flow server in-process, driven by the built `rackflow` binary.
-//!
-//! Ignored until the server implements the rack-operation, task and rule
-//! RPCs (it answers UNIMPLEMENTED before that); run them with
-//! `cargo test -p rackflow --test tasks_e2e -- --include-ignored`.
 
 mod common;
 

@@ -861,6 +861,52 @@ pub fn conflict_timed_out(
         .is_ok_and(|timeout| now.signed_duration_since(blocked_since) >= timeout)
 }
 
+/// The earliest instant after `now` at which time alone changes what a pass
+/// would decide for these current-phase targets: a blocked target's backoff
+/// ends (it becomes claimable), its streak reaches `retry_timeout` (§3.5
+/// #7), or a claim lease expires (§3.11). `None` when nothing is pending on
+/// the clock.
+///
+/// Why (D2): events wake the dispatcher for state changes, but nothing
+/// happens when a backoff simply runs out; without a timer a blocked target
+/// was only retried — and a conflict timeout only noticed — at the next
+/// safety-net poll (10 s by default, far later than a 1 s backoff). Instants
+/// at or before `now` are ignored: such a target is due already and waits
+/// for a free slot, which a task event announces, so it must not make the
+/// loop spin.
+pub fn next_due(
+    targets: &[OperationRunTarget],
+    policy: &ConflictPolicy,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let ConflictPolicy::Retry { retry_timeout, .. } = policy;
+    let mut due: Option<DateTime<Utc>> = None;
+    let mut consider = |at: DateTime<Utc>| {
+        if at > now && due.is_none_or(|d| at < d) {
+            due = Some(at);
+        }
+    };
+    for target in targets {
+        match target.status {
+            TargetStatus::Blocked => {
+                if let Some(at) = target.retry_after {
+                    consider(at);
+                }
+                if let Some(state) = &target.retry_state {
+                    consider(add(state.blocked_since, *retry_timeout));
+                }
+            }
+            TargetStatus::Claimed => {
+                if let Some(at) = target.retry_after {
+                    consider(at);
+                }
+            }
+            _ => {}
+        }
+    }
+    due
+}
+
 /// What a rack conflict did to a target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConflictOutcome {
@@ -2541,6 +2587,31 @@ mod tests {
             &policy,
             at(600) - TimeDelta::nanoseconds(1)
         ));
+    }
+
+    #[test]
+    fn next_due_is_the_earliest_future_backoff_timeout_or_lease() {
+        let policy = retry(1, 8, 5);
+        let mut rows = targets(&[T::Pending, T::Submitted, T::Completed]);
+        assert_eq!(next_due(&rows, &policy, t0()), None, "nothing on the clock");
+
+        // A blocked target: its backoff end, or its streak's timeout if sooner.
+        let mut blocked = target(3, T::Claimed);
+        on_conflict(&mut blocked, &policy, "conflict", t0());
+        rows.push(blocked);
+        assert_eq!(next_due(&rows, &policy, t0()), Some(at(1)));
+        rows[3].retry_after = Some(at(8));
+        assert_eq!(next_due(&rows, &policy, t0()), Some(at(5)), "timeout first");
+        // Instants not after `now` are ignored (due already: no spinning).
+        assert_eq!(next_due(&rows, &policy, at(5)), Some(at(8)));
+        assert_eq!(next_due(&rows, &policy, at(8)), None);
+
+        // A live claim lease counts; an expired one does not.
+        let mut claimed = target(4, T::Pending);
+        claim_target(&mut claimed, t0(), Duration::from_secs(3));
+        rows.push(claimed);
+        assert_eq!(next_due(&rows, &policy, at(2)), Some(at(3)));
+        assert_eq!(next_due(&rows, &policy, at(3)), Some(at(5)));
     }
 
     #[test]

@@ -13,7 +13,10 @@
 //!
 //! Decision D2: the loop passes at start, is woken at once by create,
 //! resume, advance, cancel and every child-task status change, and polls
-//! every `poll_interval` as the safety net.
+//! every `poll_interval` as the safety net. Time-driven changes get a timer
+//! of their own: the loop also wakes when a conflict backoff ends, a
+//! conflict streak reaches `retry_timeout` or a claim lease expires, after
+//! an auto-advance, and shortly after an attempt found its run locked.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +26,7 @@ use chrono::{DateTime, Utc};
 use rackflow_domain::dispatch::{
     self, ControlError, Decision, PhaseSummary, Runtime, SubmitEffect, SubmitResult,
 };
-use rackflow_domain::run::{OperationRun, OperationRunTarget};
+use rackflow_domain::run::{OperationRun, OperationRunTarget, RunStatus};
 use rackflow_domain::target::{ComponentTarget, TargetSpec};
 use rackflow_domain::task::{Task, TaskInformation, TaskType};
 use rackflow_store::{LockMode, RunLock, Store, StoreError};
@@ -32,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::EngineError;
-use crate::tasks::{SubmitRequest, TaskError, TaskManager, queue_policy};
+use crate::tasks::{SubmitRequest, TaskError, TaskEvent, TaskManager, queue_policy};
 
 /// Dispatcher tunables; defaults are the reference's (documented in
 /// `docs/configuration.md`).
@@ -62,6 +65,11 @@ impl Default for DispatcherConfig {
     }
 }
 
+/// Runs dispatched concurrently. Their transactions serialise on the
+/// database anyway; what overlaps is the child submissions, so that one
+/// run's refill does not wait behind nineteen others.
+const CONCURRENT_RUNS: usize = 8;
+
 /// A claimed target's child request, built inside the transaction and
 /// submitted after the commit.
 struct Claimed {
@@ -72,6 +80,15 @@ struct Claimed {
 /// What one attempt left to do after its commit.
 struct Attempt {
     claimed: Vec<Claimed>,
+    /// The attempt moved the run to its next phase (decision #9), whose
+    /// targets only the next pass locks and claims.
+    advanced: bool,
+    /// When time alone next changes a decision for this run
+    /// ([`dispatch::next_due`]).
+    due: Option<DateTime<Utc>>,
+    /// The run's conflict policy, read under the lock (saves a re-read per
+    /// submission batch).
+    conflict_policy: rackflow_domain::run::ConflictPolicy,
 }
 
 /// Drives operation runs and applies manual controls.
@@ -82,6 +99,19 @@ pub struct Dispatcher {
     wake: Notify,
     /// Run ids whose row was written (for watchers).
     changes: broadcast::Sender<Uuid>,
+    /// Child task → its run, for the tasks this process submitted: a
+    /// finished child wakes its own run at once instead of a whole pass.
+    run_of_task: std::sync::Mutex<HashMap<Uuid, Uuid>>,
+    /// Runs being dispatched right now, and whether another request came in
+    /// meanwhile (then the run is dispatched once more when it is done).
+    busy: std::sync::Mutex<HashMap<Uuid, bool>>,
+    /// Bounds how many runs are dispatched at once.
+    slots: tokio::sync::Semaphore,
+    /// The earliest backoff end, conflict timeout or lease expiry an attempt
+    /// saw: the loop sleeps no longer than that (D2).
+    next_due: std::sync::Mutex<Option<DateTime<Utc>>>,
+    /// `next_due` moved earlier: the loop recomputes its sleep.
+    due_changed: Notify,
 }
 
 impl Dispatcher {
@@ -97,6 +127,11 @@ impl Dispatcher {
             config,
             wake: Notify::new(),
             changes,
+            run_of_task: std::sync::Mutex::new(HashMap::new()),
+            busy: std::sync::Mutex::new(HashMap::new()),
+            slots: tokio::sync::Semaphore::new(CONCURRENT_RUNS),
+            next_due: std::sync::Mutex::new(None),
+            due_changed: Notify::new(),
         })
     }
 
@@ -114,31 +149,150 @@ impl Dispatcher {
         let _ = self.changes.send(run_id);
     }
 
+    /// Records a future instant at which a pass must run.
+    fn due_at(&self, at: Option<DateTime<Utc>>) {
+        let Some(at) = at else { return };
+        if let Ok(mut due) = self.next_due.lock()
+            && due.is_none_or(|d| at < d)
+        {
+            *due = Some(at);
+            // The loop may be asleep with a longer timeout.
+            self.due_changed.notify_one();
+        }
+    }
+
+    /// How long the loop may sleep: the poll interval, or less if a
+    /// backoff, conflict timeout or lease ends sooner. Without this a
+    /// blocked target waited for the safety-net poll (default 10 s) however
+    /// short its backoff, and a conflict timeout was noticed that late.
+    fn sleep_for(&self) -> Duration {
+        let poll = self.config.poll_interval;
+        let due = self.next_due.lock().ok().and_then(|d| *d);
+        match due.map(|at| (at - Utc::now()).to_std()) {
+            // A little slack so that the pass sees the instant as passed.
+            Some(Ok(left)) => poll.min(left + Duration::from_millis(5)),
+            Some(Err(_)) => poll.min(Duration::from_millis(5)),
+            None => poll,
+        }
+    }
+
+    /// Forgets a due instant that has passed (the pass about to run
+    /// records the next ones).
+    fn clear_passed_due(&self) {
+        if let Ok(mut due) = self.next_due.lock()
+            && due.is_some_and(|d| d <= Utc::now())
+        {
+            *due = None;
+        }
+    }
+
     /// Runs the loop until `shutdown`; returns its join handle.
     pub fn spawn(self: &Arc<Self>, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
         let dispatcher = Arc::clone(self);
         let mut task_events = self.tasks.subscribe();
         tokio::spawn(async move {
+            let mut full_pass = true;
             loop {
-                dispatcher.pass().await;
+                if full_pass {
+                    dispatcher.pass().await;
+                }
+                full_pass = true;
                 tokio::select! {
                     () = shutdown.cancelled() => break,
                     () = dispatcher.wake.notified() => {}
+                    () = dispatcher.due_changed.notified() => full_pass = false,
                     event = task_events.recv() => {
-                        if let Err(broadcast::error::RecvError::Closed) = event {
-                            // Task manager gone: keep polling only.
-                            task_events = dispatcher.tasks.subscribe();
+                        // Events of children this process submitted go
+                        // straight to their run; anything else (and a lagged
+                        // receiver) falls back to a full pass.
+                        let mut unknown = false;
+                        let mut handle = |event: Result<TaskEvent, broadcast::error::RecvError>| match event {
+                            Ok(e) => match dispatcher.run_for_task(e.task_id, e.status.is_finished()) {
+                                Some(run) => dispatcher.dispatch_soon(run),
+                                None => unknown = true,
+                            },
+                            Err(broadcast::error::RecvError::Lagged(_)) => unknown = true,
+                            Err(broadcast::error::RecvError::Closed) => {}
+                        };
+                        handle(event);
+                        loop {
+                            match task_events.try_recv() {
+                                Ok(e) => handle(Ok(e)),
+                                Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                                    handle(Err(broadcast::error::RecvError::Lagged(n)))
+                                }
+                                Err(_) => break,
+                            }
                         }
+                        full_pass = unknown;
                     }
-                    () = tokio::time::sleep(dispatcher.config.poll_interval) => {}
+                    () = tokio::time::sleep(dispatcher.sleep_for()) => dispatcher.clear_passed_due(),
                 }
+            }
+            // Runs dispatched from task events run outside this loop; a
+            // graceful stop must wait for them, or a submission finishing
+            // after the task manager stopped leaves a task `running` that no
+            // executor runs (or a claim only its lease recovers). Taking
+            // every slot waits for them (the semaphore is fair); forgetting
+            // the permits keeps any later one from starting.
+            if let Ok(all) = u32::try_from(CONCURRENT_RUNS)
+                && let Ok(permits) = dispatcher.slots.acquire_many(all).await
+            {
+                permits.forget();
             }
             tracing::debug!("dispatcher stopped");
         })
     }
 
-    /// One pass over up to `batch` runnable runs; errors are logged per run.
-    pub async fn pass(&self) {
+    /// The run a child task belongs to; forgets finished children.
+    fn run_for_task(&self, task_id: Uuid, finished: bool) -> Option<Uuid> {
+        let mut map = self.run_of_task.lock().ok()?;
+        if finished {
+            map.remove(&task_id)
+        } else {
+            map.get(&task_id).copied()
+        }
+    }
+
+    /// Dispatches one run in the background; if it is being dispatched
+    /// right now, once more after that.
+    fn dispatch_soon(self: &Arc<Self>, id: Uuid) {
+        {
+            let Ok(mut busy) = self.busy.lock() else {
+                return;
+            };
+            if let Some(again) = busy.get_mut(&id) {
+                *again = true;
+                return;
+            }
+            busy.insert(id, false);
+        }
+        let dispatcher = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                {
+                    let _slot = dispatcher.slots.acquire().await;
+                    if let Err(e) = dispatcher.dispatch_run(id).await {
+                        tracing::warn!(run_id = %id, error = %e, "dispatch operation run {id}: {e}");
+                    }
+                }
+                let Ok(mut busy) = dispatcher.busy.lock() else {
+                    return;
+                };
+                match busy.get_mut(&id) {
+                    Some(again) if *again => *again = false,
+                    _ => {
+                        busy.remove(&id);
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// One pass over up to `batch` runnable runs, dispatched concurrently;
+    /// returns when they are done. Errors are logged per run.
+    pub async fn pass(self: &Arc<Self>) {
         let ids = match self.store.run_ids_runnable(self.config.batch).await {
             Ok(ids) => ids,
             Err(e) => {
@@ -146,11 +300,17 @@ impl Dispatcher {
                 return;
             }
         };
+        let mut set = tokio::task::JoinSet::new();
         for id in ids {
-            if let Err(e) = self.dispatch_run(id).await {
-                tracing::warn!(run_id = %id, error = %e, "dispatch operation run {id}: {e}");
-            }
+            let dispatcher = Arc::clone(self);
+            set.spawn(async move {
+                let _slot = dispatcher.slots.acquire().await;
+                if let Err(e) = dispatcher.dispatch_run(id).await {
+                    tracing::warn!(run_id = %id, error = %e, "dispatch operation run {id}: {e}");
+                }
+            });
         }
+        while set.join_next().await.is_some() {}
     }
 
     /// Up to two attempts for one run (§3.2 step 8), with the same `now`.
@@ -158,14 +318,41 @@ impl Dispatcher {
         let now = Utc::now();
         for _ in 0..2 {
             let Some(attempt) = self.attempt(id, now).await? else {
+                self.retry_if_locked(id).await;
                 return Ok(());
             };
             self.changed(id);
-            if !self.submit_claimed(id, attempt.claimed).await {
+            self.due_at(attempt.due);
+            if attempt.advanced {
+                // Decision #9 claims nothing: the new phase's targets are
+                // locked by the next pass. No event announces that pass (no
+                // child task changed), so without this wake an auto-advancing
+                // run sat idle until the safety-net poll (D2).
+                self.wake();
+                return Ok(());
+            }
+            if !self
+                .submit_claimed(id, attempt.claimed, &attempt.conflict_policy)
+                .await
+            {
                 return Ok(());
             }
         }
         Ok(())
+    }
+
+    /// An attempt did not obtain the run. If it is still pending or running,
+    /// its row was locked (SKIP LOCKED) by a manual control — even one that
+    /// fails or changes nothing, like a rejected Resume — or by another
+    /// attempt of this process that read the child tasks before the change
+    /// that asked for this one. Nothing would ask again (the event was
+    /// spent), so the run idled until the safety-net poll: retry shortly.
+    async fn retry_if_locked(&self, id: Uuid) {
+        if let Ok(Some(run)) = self.store.run_get(id).await
+            && matches!(run.status, RunStatus::Pending | RunStatus::Running)
+        {
+            self.due_at(Some(Utc::now() + chrono::TimeDelta::milliseconds(20)));
+        }
     }
 
     /// One locked transaction; `None` when the run was not obtained.
@@ -189,8 +376,12 @@ impl Dispatcher {
 
         let lease = self.config.claim_lease;
         let mut claimed: Vec<Claimed> = Vec::new();
+        let mut advanced = false;
+        let mut due = None;
+        let mut conflict_policy = Default::default();
         let mut apply = |lock: &mut RunLock| -> Result<(), StoreError> {
             claimed.clear();
+            conflict_policy = lock.run.configuration.options.conflict_policy.clone();
             for target in lock.targets.iter_mut() {
                 if !dispatch::needs_reconcile(target) {
                     continue;
@@ -199,7 +390,11 @@ impl Dispatcher {
                     continue;
                 };
                 let Some(task) = tasks.get(&task_id) else {
-                    return Err(StoreError::NotFound(format!("get child task {task_id}")));
+                    // Submitted after the pre-read (a concurrent attempt
+                    // recorded it): nothing to reconcile yet; the next pass
+                    // reads it. Failing the attempt here would only delay
+                    // the claims this attempt can make.
+                    continue;
                 };
                 dispatch::reconcile_target(target, task.status, &task.message);
             }
@@ -229,6 +424,24 @@ impl Dispatcher {
                     });
                 }
             }
+            advanced = matches!(decision, Decision::AdvancePhase { .. });
+            // Targets claimed just now are left out: their submission
+            // decides what they wait for.
+            due = matches!(lock.run.status, RunStatus::Pending | RunStatus::Running)
+                .then(|| {
+                    let waiting: Vec<OperationRunTarget> = lock
+                        .targets
+                        .iter()
+                        .filter(|t| !claimed.iter().any(|c| c.target.id == t.id))
+                        .cloned()
+                        .collect();
+                    dispatch::next_due(
+                        &waiting,
+                        &lock.run.configuration.options.conflict_policy,
+                        now,
+                    )
+                })
+                .flatten();
             if !matches!(decision, Decision::NoOp | Decision::Claim { .. }) {
                 tracing::info!(run_id = %lock.run.id, status = %lock.run.status, reason = %lock.run.reason, message = %lock.run.status_message, "operation run transition");
             }
@@ -238,17 +451,24 @@ impl Dispatcher {
             .store
             .run_lock_apply(id, LockMode::Runnable, &mut apply)
             .await?;
-        Ok(obtained.map(|()| Attempt { claimed }))
+        Ok(obtained.map(|()| Attempt {
+            claimed,
+            advanced,
+            due,
+            conflict_policy,
+        }))
     }
 
     /// Submits claimed targets' child tasks; true when a slot was freed (a
     /// conflict or a failure), which earns the run a second attempt.
-    async fn submit_claimed(&self, run_id: Uuid, claimed: Vec<Claimed>) -> bool {
+    async fn submit_claimed(
+        &self,
+        run_id: Uuid,
+        claimed: Vec<Claimed>,
+        policy: &rackflow_domain::run::ConflictPolicy,
+    ) -> bool {
         let mut freed = false;
-        let policy = match self.store.run_get(run_id).await {
-            Ok(Some(run)) => run.configuration.options.conflict_policy,
-            _ => Default::default(),
-        };
+        let mut started: Vec<Uuid> = Vec::new();
         for Claimed {
             mut target,
             request,
@@ -258,7 +478,7 @@ impl Dispatcher {
             let now = Utc::now();
             let effect = match &result {
                 Ok(ids) => {
-                    dispatch::on_submit_result(&mut target, SubmitResult::Tasks(ids), &policy, now)
+                    dispatch::on_submit_result(&mut target, SubmitResult::Tasks(ids), policy, now)
                 }
                 Err(TaskError::RackConflict(_)) => {
                     let text = result
@@ -269,25 +489,29 @@ impl Dispatcher {
                     dispatch::on_submit_result(
                         &mut target,
                         SubmitResult::Conflict(&text),
-                        &policy,
+                        policy,
                         now,
                     )
                 }
                 Err(e) => {
                     let text = e.to_string();
-                    dispatch::on_submit_result(
-                        &mut target,
-                        SubmitResult::Error(&text),
-                        &policy,
-                        now,
-                    )
+                    dispatch::on_submit_result(&mut target, SubmitResult::Error(&text), policy, now)
                 }
             };
             match &effect {
                 SubmitEffect::Active(task_id) => {
+                    started.push(*task_id);
+                    if let Ok(mut map) = self.run_of_task.lock() {
+                        map.insert(*task_id, run_id);
+                    }
                     tracing::info!(run_id = %run_id, target_id = %target.id, task_id = %task_id, "operation run target submitted");
                 }
                 SubmitEffect::Blocked(outcome) => {
+                    self.due_at(dispatch::next_due(
+                        std::slice::from_ref(&target),
+                        policy,
+                        now,
+                    ));
                     tracing::info!(run_id = %run_id, target_id = %target.id, retry_in_secs = outcome.delay.as_secs(), "operation run target blocked by a rack conflict");
                 }
                 SubmitEffect::Failed => {
@@ -306,8 +530,35 @@ impl Dispatcher {
                 }
             }
         }
+        self.cancel_if_run_cancelled(run_id, &started).await;
         self.changed(run_id);
         freed
+    }
+
+    /// A CancelOperationRun that committed while these children were being
+    /// submitted cancelled only the children whose target already had a
+    /// task id; the ones created here were still `claimed` and would have
+    /// run on after the run was cancelled. Reading the run after every
+    /// target write closes the gap: either the cancel listed the target
+    /// after its write (and cancels the task), or this read comes after the
+    /// cancel's commit (and we do). Cancelling twice is harmless.
+    async fn cancel_if_run_cancelled(&self, run_id: Uuid, started: &[Uuid]) {
+        if started.is_empty() {
+            return;
+        }
+        match self.store.run_get(run_id).await {
+            Ok(Some(run)) if run.status == RunStatus::Cancelled => {
+                for task_id in started {
+                    if let Err(e) = self.tasks.cancel(*task_id).await {
+                        tracing::warn!(run_id = %run_id, task_id = %task_id, error = %e, "child submitted during the cancel not cancelled");
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(run_id = %run_id, error = %e, "could not re-read the run after submissions")
+            }
+        }
     }
 
     // ---- manual controls (§4) ---------------------------------------------
@@ -322,10 +573,12 @@ impl Dispatcher {
         + Send,
     ) -> Result<OperationRun, EngineError> {
         let mut result: Option<Result<OperationRun, ControlError>> = None;
+        let mut written = false;
         let mut apply = |lock: &mut RunLock| -> Result<(), StoreError> {
             let summary = PhaseSummary::for_run(&lock.run, &lock.targets, lock.earlier);
             match f(&lock.run, &summary) {
                 Ok(outcome) => {
+                    written = outcome.changed;
                     lock.run = outcome.run.clone();
                     result = Some(Ok(outcome.run));
                 }
@@ -343,7 +596,26 @@ impl Dispatcher {
         match result {
             Some(Ok(run)) => {
                 self.changed(id);
-                Ok(run)
+                if !written {
+                    return Ok(run);
+                }
+                // The store stamps `updated_at` with its own clock and keeps
+                // microseconds, so the in-memory row carried an
+                // `updated_at` (and `started_at` / `finished_at`) that
+                // GetOperationRun never returns: a reply must show the row
+                // as persisted. If the dispatcher changed the row in
+                // between, our own outcome is the better answer.
+                match self.store.run_get(id).await {
+                    Ok(Some(stored))
+                        if stored.status == run.status
+                            && stored.reason == run.reason
+                            && stored.status_message == run.status_message
+                            && stored.current_phase_index == run.current_phase_index =>
+                    {
+                        Ok(stored)
+                    }
+                    _ => Ok(run),
+                }
             }
             Some(Err(e)) => Err(EngineError::Control(e)),
             None => Err(EngineError::RunNotFound(id)),

@@ -9,6 +9,8 @@ use rackflow_domain::target::{ComponentTarget, RackIdentifier, TargetSpec};
 use rackflow_domain::{ComponentType, ComponentsByType};
 use rackflow_store::{ComponentFilterQuery, Store};
 
+use uuid::Uuid;
+
 use crate::error::LookupKind;
 
 /// A planning failure before it is wrapped with its pipeline step.
@@ -72,11 +74,47 @@ pub async fn resolve_spec(
             Ok(out)
         }
         TargetSpec::Components(targets) => {
+            // Targets by UUID are read in one query (a child task of a run
+            // names every component of its rack this way); external refs
+            // one by one.
+            let ids: Vec<Uuid> = targets
+                .iter()
+                .filter_map(|t| match t {
+                    ComponentTarget::Id(id) => Some(*id),
+                    ComponentTarget::External { .. } => None,
+                })
+                .collect();
+            let by_id: std::collections::HashMap<Uuid, Component> = if ids.is_empty() {
+                Default::default()
+            } else {
+                let query = ComponentFilterQuery {
+                    ids: ids.clone(),
+                    ..Default::default()
+                };
+                store
+                    .component_list(
+                        &query,
+                        Page {
+                            offset: 0,
+                            limit: 0,
+                        },
+                    )
+                    .await?
+                    .0
+                    .into_iter()
+                    .map(|c| (c.id, c))
+                    .collect()
+            };
             let mut out = Vec::new();
             for (i, target) in targets.iter().enumerate() {
-                let component = resolve_component(store, target)
-                    .await
-                    .map_err(|e| e.wrap(&format!("component target {i}")))?;
+                let component = match target {
+                    ComponentTarget::Id(id) => by_id.get(id).cloned().ok_or_else(|| LookupError {
+                        kind: LookupKind::NotFound,
+                        message: format!("component {id} not found"),
+                    }),
+                    ComponentTarget::External { .. } => resolve_component(store, target).await,
+                }
+                .map_err(|e| e.wrap(&format!("component target {i}")))?;
                 let Some(rack_id) = component.rack_id else {
                     return Err(LookupError::other(format!(
                         "component target {i} component {} is not assigned to a rack",

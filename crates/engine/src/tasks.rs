@@ -285,8 +285,12 @@ impl TaskManager {
             status: TaskStatus::Pending,
             message: messages::PENDING.into(),
             report: None,
-            applied_rule_id: None,
-            rule_definition: None,
+            // An explicit rule is frozen onto the task now: a task that
+            // waits in the queue is started later by the promoter, which has
+            // no request to take the rule from, and would otherwise fall
+            // back to the association / default / built-in rule.
+            applied_rule_id: explicit.map(|r| r.id),
+            rule_definition: explicit.map(|r| r.definition.clone()),
             queue_policy: req.queue,
             queue_expires_at: None,
             idempotency_key: req.idempotency_key.clone(),
@@ -405,14 +409,24 @@ impl TaskManager {
     /// Freezes the rule onto a pending task, marks it running and hands it
     /// to the executor in the background.
     async fn start(self: &Arc<Self>, task: Task, explicit: Option<OperationRule>) {
-        let resolved = self
-            .resolve_rule(
-                task.task_type,
-                &task.information.code,
-                task.rack_id,
-                explicit.as_ref(),
-            )
-            .await;
+        let resolved = match (&explicit, &task.rule_definition) {
+            // The explicit rule frozen at submission (see `submit_rack`):
+            // a promoted or recovered task keeps the rule it was asked for.
+            (None, Some(definition)) => rule::ResolvedRule {
+                definition: definition.clone(),
+                applied_rule_id: task.applied_rule_id,
+                source: rule::RuleSource::Explicit,
+            },
+            _ => {
+                self.resolve_rule(
+                    task.task_type,
+                    &task.information.code,
+                    task.rack_id,
+                    explicit.as_ref(),
+                )
+                .await
+            }
+        };
         let update = TaskUpdate {
             expected: vec![TaskStatus::Pending],
             status: Some(TaskStatus::Running),
@@ -423,33 +437,53 @@ impl TaskManager {
             execution_id: Some(format!("{LOCAL_EXECUTOR}:{}", task.id)),
             ..Default::default()
         };
+        // The cancel token exists before the row says `running`: a cancel
+        // landing between this update and `spawn_run` would otherwise find
+        // no token, mark the task terminated, and the executor would then
+        // run it to the end anyway. With the token in place such a cancel
+        // fires it and the executor stops before its first call.
+        self.cancel_token(task.id);
         match self.store.task_update(task.id, &update).await {
             Ok(Some(running)) => {
                 self.emit(&running);
                 self.spawn_run(running, None);
             }
             Ok(None) => {
+                self.forget_cancel_token(task.id);
                 tracing::info!(task_id = %task.id, "task left pending before it started (cancelled?)")
             }
             Err(e) => {
+                self.forget_cancel_token(task.id);
                 tracing::error!(task_id = %task.id, error = %e, "could not mark task running; the recovery pass will retry")
             }
         }
     }
 
-    fn spawn_run(self: &Arc<Self>, task: Task, resume_from: Option<Report>) {
-        let user_cancel = self.shutdown.child_token();
-        if let Ok(mut running) = self.running.lock() {
-            running.insert(task.id, user_cancel.clone());
+    /// The token a user cancel of task `id` fires; created on first use.
+    fn cancel_token(&self, id: Uuid) -> CancellationToken {
+        match self.running.lock() {
+            Ok(mut running) => running
+                .entry(id)
+                .or_insert_with(|| self.shutdown.child_token())
+                .clone(),
+            Err(_) => self.shutdown.child_token(),
         }
+    }
+
+    fn forget_cancel_token(&self, id: Uuid) {
+        if let Ok(mut running) = self.running.lock() {
+            running.remove(&id);
+        }
+    }
+
+    fn spawn_run(self: &Arc<Self>, task: Task, resume_from: Option<Report>) {
+        let user_cancel = self.cancel_token(task.id);
         let manager = Arc::clone(self);
         self.tracker.spawn(async move {
             let outcome = manager
                 .execute(&task, resume_from, user_cancel.clone())
                 .await;
-            if let Ok(mut running) = manager.running.lock() {
-                running.remove(&task.id);
-            }
+            manager.forget_cancel_token(task.id);
             manager.finish(&task, outcome).await;
         });
     }
@@ -754,8 +788,13 @@ impl ReportSink for StoreSink {
                 return;
             }
         };
+        // Terminated too: a user cancel records `terminated` before it stops
+        // the executor, whose last snapshot (the running stage and steps
+        // failed with `cancelled`) would otherwise be dropped and leave the
+        // report of a terminated task saying "running". Only the cancelled
+        // executor of this process writes after that.
         let update = TaskUpdate {
-            expected: vec![TaskStatus::Running],
+            expected: vec![TaskStatus::Running, TaskStatus::Terminated],
             report: Some(value),
             ..Default::default()
         };

@@ -717,6 +717,16 @@ impl Flow for FlowService {
         if req.name.as_ref().is_some_and(|n| n.trim().is_empty()) {
             return Err(ApiError::Invalid(convert::Invalid("name is required".into())).into());
         }
+        // The length rule of create applies to a renamed rule too; unchecked,
+        // the database refused it and the caller got an Internal error.
+        if req.name.as_ref().is_some_and(|n| {
+            n.trim().chars().count() > rackflow_domain::rule::validate::MAX_RULE_NAME_LEN
+        }) {
+            return Err(ApiError::Invalid(convert::Invalid(
+                rackflow_domain::rule::RuleError::NameTooLong.to_string(),
+            ))
+            .into());
+        }
         let definition = match &req.rule_definition_json {
             Some(json) => Some(
                 rackflow_domain::rule::parse_rule_definition(json)

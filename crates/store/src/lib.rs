@@ -100,7 +100,7 @@ pub enum SubmitDecision {
 pub enum SubmitOutcome {
     /// The task as stored.
     Inserted(Task),
-    /// An unfinished task with the same idempotency key already exists
+    /// A task with the same idempotency key already exists, in any status
     /// (possibly on another rack: the caller checks); nothing was written.
     Existing(Task),
     /// `decide` rejected; nothing was written.
@@ -364,8 +364,8 @@ pub trait Store: Send + Sync + 'static {
     /// (PostgreSQL: a transaction-scoped advisory lock on the rack id;
     /// SQLite: the write transaction):
     ///
-    /// 1. a non-empty `idempotency_key` with an unfinished (waiting, pending,
-    ///    running) task under it → [`SubmitOutcome::Existing`], no write;
+    /// 1. a non-empty `idempotency_key` with a task under it, in any status
+    ///    → [`SubmitOutcome::Existing`], no write;
     /// 2. the rack's unfinished tasks, oldest first (created_at, id), go to
     ///    `decide`;
     /// 3. [`SubmitDecision::Insert`] stores the task with the decided

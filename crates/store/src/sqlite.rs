@@ -15,7 +15,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteRow,
+    SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Row, Sqlite};
 use uuid::Uuid;
@@ -48,6 +48,12 @@ impl SqliteStore {
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
+            // In WAL mode NORMAL syncs the log at checkpoints, not at every
+            // commit: a committed transaction survives the process dying
+            // (kill -9, panic), and the file never corrupts; only an OS crash
+            // or power loss can drop the last commits. FULL costs an fsync
+            // per commit, which caps a rollout at the disk's fsync rate.
+            .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new()

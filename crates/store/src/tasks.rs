@@ -159,9 +159,13 @@ async fn unfinished_of_rack<T: Txn>(tx: &mut T, rack_id: Uuid) -> StoreResult<Ve
     tasks_from_rows(&tx.fetch_all(sql).await?)
 }
 
-fn unfinished_by_key_sql(key: &str) -> Sql {
+/// The task already submitted under `key`, in any status. A finished one
+/// counts too: a submitter that lost the answer (a crash between submitting
+/// and recording the task id) must get the same task back, not run the
+/// operation a second time.
+fn by_key_sql(key: &str) -> Sql {
     Sql::new(format!(
-        "SELECT {TASK_COLUMNS} FROM task WHERE idempotency_key = $1 AND status IN {UNFINISHED}"
+        "SELECT {TASK_COLUMNS} FROM task WHERE idempotency_key = $1 ORDER BY created_at, id"
     ))
     .arg(key)
 }
@@ -182,7 +186,7 @@ pub(crate) async fn task_submit<'d, B: Backend>(
     xact_lock::<B>(&mut tx, rack_lock(task.rack_id)).await?;
 
     if let Some(key) = &key
-        && let Some(existing) = first_task(&tx.fetch_all(unfinished_by_key_sql(key)).await?)?
+        && let Some(existing) = first_task(&tx.fetch_all(by_key_sql(key)).await?)?
     {
         tx.rollback().await?;
         return Ok(SubmitOutcome::Existing(existing));
@@ -266,11 +270,11 @@ async fn submit_error<B: Backend>(
     if let (Some(Violation::Unique(Some(UniqueKey::TaskIdempotencyKey))), Some(key)) =
         (violation(&err), key)
     {
-        if let Some(existing) = first_task(&backend.fetch_all(unfinished_by_key_sql(key)).await?)? {
+        if let Some(existing) = first_task(&backend.fetch_all(by_key_sql(key)).await?)? {
             return Ok(SubmitOutcome::Existing(existing));
         }
         return Err(StoreError::AlreadyExists(format!(
-            "unfinished task with idempotency key {key:?}"
+            "task with idempotency key {key:?}"
         )));
     }
     Err(write_error(
@@ -386,7 +390,7 @@ pub(crate) async fn task_update<B: Backend>(
     let rows = backend.fetch_all(sql).await.map_err(|e| {
         write_error(
             e,
-            |_| "unfinished task with this idempotency key".to_string(),
+            |_| "task with this idempotency key".to_string(),
             || {
                 format!(
                     "operation rule {}",

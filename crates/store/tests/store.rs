@@ -2586,8 +2586,9 @@ async fn task_submit_inserts_rejects_and_dedupes(db: &Db) {
     }
     assert_eq!(db.count("task").await, 4);
 
-    // Once the keyed task finished, the key is free again.
-    store
+    // A finished keyed task still owns its key: submitting again returns it
+    // (a submitter that lost the answer must not run the operation twice).
+    let terminated = store
         .task_update(
             first.id,
             &TaskUpdate {
@@ -2600,9 +2601,12 @@ async fn task_submit_inserts_rejects_and_dedupes(db: &Db) {
         .unwrap();
     let mut again = task(6, id(1));
     again.idempotency_key = first.idempotency_key.clone();
-    let stored = submit(store, again, TaskStatus::Pending).await;
-    assert_eq!(stored.idempotency_key, first.idempotency_key);
-    assert_eq!(stored.id, id(6));
+    let outcome = store
+        .task_submit(&again, &|_| panic!("decide must not run"))
+        .await
+        .unwrap();
+    assert_eq!(outcome, SubmitOutcome::Existing(terminated));
+    assert_eq!(db.count("task").await, 4);
 
     // Empty texts are NULL.
     assert_eq!(
@@ -2643,7 +2647,7 @@ async fn task_submit_inserts_rejects_and_dedupes(db: &Db) {
         }
         other => panic!("expected NotFound, got {other:?}"),
     }
-    assert_eq!(db.count("task").await, 5);
+    assert_eq!(db.count("task").await, 4, "no error wrote a task");
 }
 
 /// Several submits on one rack at once, each rejecting when the rack has

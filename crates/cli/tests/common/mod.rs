@@ -1,14 +1,15 @@
 //! Shared by the end-to-end test files: a real flow server in-process on a
-//! free loopback port with a temporary SQLite file, and a runner for the
-//! built `rackflow` binary.
+//! free loopback port with a temporary SQLite file, `rackflow serve` as a
+//! child process (for kill -9), and a runner for the built `rackflow`
+//! binary.
 
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rackflow_store::DbTarget;
 use serde_json::Value;
@@ -35,6 +36,14 @@ pub struct Server {
 
 impl Server {
     pub fn start() -> Server {
+        Server::start_with(|_| {})
+    }
+
+    /// [`Server::start`] with the configuration changed by `configure`
+    /// (simulated latencies, dispatcher poll, …).
+    pub fn start_with(
+        configure: impl FnOnce(&mut rackflow_server::Config) + Send + 'static,
+    ) -> Server {
         let db = temp_path("flow.db");
         let shutdown = CancellationToken::new();
         let (tx, rx) = mpsc::channel();
@@ -54,11 +63,12 @@ impl Server {
                 let store = rackflow_store::open_store(&DbTarget::Sqlite(db_path))
                     .await
                     .expect("open store");
-                let config = rackflow_server::Config {
+                let mut config = rackflow_server::Config {
                     listen: addr,
                     shutdown_grace_secs: 1,
                     ..Default::default()
                 };
+                configure(&mut config);
                 tx.send(addr).expect("send addr");
                 rackflow_server::serve_on(config, store, listener, token)
                     .await
@@ -149,4 +159,179 @@ pub fn rackflow_within(timeout: Duration, server: Option<SocketAddr>, args: &[&s
 
 pub fn path_str(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
+}
+
+/// A free loopback address (bound, then released: a tiny race with other
+/// processes, fine for tests).
+pub fn free_addr() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr")
+}
+
+/// `rackflow serve` as a child process, so that it can be killed with
+/// SIGKILL and started again on the same database and port. Its stderr (the
+/// logs) goes to a file; killed on drop.
+pub struct ServeProcess {
+    pub addr: SocketAddr,
+    pub db: PathBuf,
+    pub config: PathBuf,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+impl ServeProcess {
+    /// Starts `rackflow serve --listen ADDR --db DB --config CONFIG` and
+    /// waits until it answers `rackflow version`.
+    pub fn start(addr: SocketAddr, db: &Path, config: &Path) -> ServeProcess {
+        let mut server = ServeProcess {
+            addr,
+            db: db.to_path_buf(),
+            config: config.to_path_buf(),
+            log: temp_path("serve.log"),
+            child: None,
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("open serve log");
+        let child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
+            .args(["serve", "--listen", &self.addr.to_string()])
+            .arg("--db")
+            .arg(&self.db)
+            .arg("--config")
+            .arg(&self.config)
+            .env_remove("RACKFLOW_SERVER")
+            .env_remove("DATABASE_URL")
+            .env_remove("RACKFLOW_LISTEN")
+            .env_remove("RACKFLOW_DB")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn rackflow serve");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "rackflow serve exited with {status}; log:\n{}",
+                    self.log_text()
+                );
+            }
+            if rackflow_within(Duration::from_secs(10), Some(self.addr), &["version"]).code
+                == Some(0)
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "rackflow serve did not answer within 20s; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// SIGKILL (no shutdown at all), and wait for the process to be gone.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("kill -9 rackflow serve");
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same database, configuration and port.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "kill the server first");
+        self.spawn();
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        self.kill9();
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.db.display()));
+        }
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// A firmware-upgrade rule definition (YAML) like the built-in one —
+/// compute trays, then NVLink switch trays — but polling the simulated
+/// update every `poll` instead of every two minutes, without retries.
+pub fn fast_firmware_rule(poll: &str) -> String {
+    r"version: v1
+steps:
+  - component_type: compute
+    stage: 1
+    timeout: 5m
+    retry: {max_attempts: 1, initial_interval: 1s}
+    main_operation: {name: FirmwareControl, parameters: {poll_interval: POLL, poll_timeout: 5m}}
+  - component_type: nvswitch
+    stage: 2
+    timeout: 5m
+    retry: {max_attempts: 1, initial_interval: 1s}
+    main_operation: {name: FirmwareControl, parameters: {poll_interval: POLL, poll_timeout: 5m}}
+"
+    .replace("POLL", poll)
+}
+
+/// Generates a fleet of `racks` racks and imports it through the binary.
+pub fn import_fleet(server: Option<SocketAddr>, racks: u32) {
+    let generated = rackflow(
+        None,
+        &[
+            "fleet",
+            "generate",
+            "--racks",
+            &racks.to_string(),
+            "--seed",
+            "5",
+        ],
+    )
+    .ok();
+    let file = temp_path("fleet.json");
+    std::fs::write(&file, &generated.stdout).unwrap();
+    rackflow(server, &["fleet", "import", path_str(&file)]).ok();
+    std::fs::remove_file(&file).ok();
+}
+
+/// Makes [`fast_firmware_rule`] the default firmware-upgrade rule.
+pub fn create_fast_default_rule(server: Option<SocketAddr>, poll: &str) {
+    let file = temp_path("rule.yaml");
+    std::fs::write(&file, fast_firmware_rule(poll)).unwrap();
+    rackflow(
+        server,
+        &[
+            "rule",
+            "create",
+            "--name",
+            "fast-firmware",
+            "--type",
+            "firmware_control",
+            "--code",
+            "upgrade",
+            "--definition",
+            path_str(&file),
+            "--default",
+        ],
+    )
+    .ok();
+    std::fs::remove_file(&file).ok();
 }

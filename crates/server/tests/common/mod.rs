@@ -352,3 +352,100 @@ pub fn target_scope(req: &mut pb::CreateOperationRunRequest) -> &mut pb::Operati
         .target_scope
         .get_or_insert_with(Default::default)
 }
+
+impl TestServer {
+    /// Stops the server gracefully (as `stop`, but keeping its database) and
+    /// starts a new one on the same database with `config`, on a new port;
+    /// `client` and `addr` then point at the new server.
+    pub async fn restart_with(&mut self, mut config: Config) {
+        self.shutdown.cancel();
+        if let Some(h) = self.handle.take() {
+            let _ = h.await;
+        }
+        let target = match &self.cleanup {
+            Cleanup::File(path) => DbTarget::Sqlite(path.clone()),
+            Cleanup::Database { admin_url, name } => {
+                DbTarget::Postgres(with_database(admin_url, name))
+            }
+        };
+        let store: Arc<dyn Store> = rackflow_store::open_store(&target)
+            .await
+            .expect("reopen store");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        config.listen = addr;
+        config.shutdown_grace_secs = 1;
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        self.handle = Some(tokio::spawn(async move {
+            rackflow_server::serve_on(config, store, listener, stop)
+                .await
+                .expect("server runs");
+        }));
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .expect("uri")
+            .connect()
+            .await
+            .expect("connect to restarted test server");
+        self.client = FlowClient::new(channel);
+        self.addr = addr;
+        self.shutdown = shutdown;
+    }
+}
+
+impl TestServer {
+    /// [`TestServer::start_with`] whose server drives `fleet`: the test keeps
+    /// a handle on the simulated hardware and may hand it to the next server
+    /// ([`TestServer::restart_with_fleet`]), as real hardware outlives a
+    /// restart of the flow server. (The fresh server is swapped at once for
+    /// one on `fleet`; nothing ran on it.)
+    pub async fn start_with_fleet(
+        backend: Backend,
+        config: Config,
+        fleet: Arc<rackflow_engine::sim::SimFleet>,
+    ) -> Option<TestServer> {
+        let mut server = Self::start_with(backend, config.clone()).await?;
+        server.restart_with_fleet(config, fleet).await;
+        Some(server)
+    }
+
+    /// [`TestServer::restart_with`], the new server driving `fleet`.
+    pub async fn restart_with_fleet(
+        &mut self,
+        mut config: Config,
+        fleet: Arc<rackflow_engine::sim::SimFleet>,
+    ) {
+        self.shutdown.cancel();
+        if let Some(h) = self.handle.take() {
+            let _ = h.await;
+        }
+        let target = match &self.cleanup {
+            Cleanup::File(path) => DbTarget::Sqlite(path.clone()),
+            Cleanup::Database { admin_url, name } => {
+                DbTarget::Postgres(with_database(admin_url, name))
+            }
+        };
+        let store: Arc<dyn Store> = rackflow_store::open_store(&target)
+            .await
+            .expect("reopen store");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        config.listen = addr;
+        config.shutdown_grace_secs = 1;
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        self.handle = Some(tokio::spawn(async move {
+            rackflow_server::serve_with_fleet(config, store, fleet, listener, stop)
+                .await
+                .expect("server runs");
+        }));
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .expect("uri")
+            .connect()
+            .await
+            .expect("connect to restarted test server");
+        self.client = FlowClient::new(channel);
+        self.addr = addr;
+        self.shutdown = shutdown;
+    }
+}

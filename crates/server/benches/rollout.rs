@@ -1,0 +1,582 @@
+//! Rollout and task benchmarks, rerun with
+//! `cargo bench -p rackflow-server --bench rollout [NAME]`
+//! (NAME filters: makespan, first-task, concurrent, tasks, task-wall).
+//!
+//! Every figure is printed with the baseline it is compared to, measured in
+//! the same run on the same machine:
+//! - makespan: 100 racks, max_concurrent 10, one phase, sim firmware time
+//!   500 ms per rack (a one-stage firmware rule: compute and NVLink switch
+//!   trays in parallel), ideal = 100 / 10 × 500 ms = 5 s; reported as
+//!   makespan / ideal (goal ≤ 1.05).
+//! - first-task: CreateOperationRun sent → first child task `started_at`
+//!   (goal ≤ 50 ms), median of 10 runs, against the Version round trip.
+//! - concurrent: 20 runs of 100 racks each at once, max_concurrent 5;
+//!   sampled every 50 ms from the simulated fleet: mean in-flight racks per
+//!   run over its limit while it still has at least `limit` racks left
+//!   (goal ≥ 0.95).
+//! - tasks: firmware-upgrade tasks per second end to end on a 40-rack fleet
+//!   with zero sim latency (our own overhead), against Version RPCs per
+//!   second.
+//! - task-wall: one firmware-upgrade task's wall time over its simulated
+//!   hardware time with realistic latency (goal ≤ 1.02).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rackflow_api::v1 as pb;
+use rackflow_api::v1::flow_client::FlowClient;
+use rackflow_engine::sim::{SimConfig, SimFleet};
+use rackflow_store::DbTarget;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+use uuid::Uuid;
+
+struct Bench {
+    client: FlowClient<Channel>,
+    fleet: Arc<SimFleet>,
+    shutdown: CancellationToken,
+    server: tokio::task::JoinHandle<()>,
+    path: std::path::PathBuf,
+}
+
+impl Bench {
+    async fn start(sim: SimConfig) -> Bench {
+        let path = std::env::temp_dir().join(format!("rackflow-bench-{}.db", Uuid::new_v4()));
+        let store = rackflow_store::open_store(&DbTarget::Sqlite(path.clone()))
+            .await
+            .expect("store");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let fleet = SimFleet::new(sim.clone());
+        let config = rackflow_server::Config {
+            sim,
+            planner: rackflow_server::config::PlannerConfig {
+                max_candidate_targets: 0,
+            },
+            ..Default::default()
+        };
+        let shutdown = CancellationToken::new();
+        let server = {
+            let (fleet, shutdown) = (fleet.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                rackflow_server::serve_with_fleet(config, store, fleet, listener, shutdown)
+                    .await
+                    .expect("server");
+            })
+        };
+        let client = FlowClient::connect(format!("http://{addr}"))
+            .await
+            .expect("connect");
+        Bench {
+            client,
+            fleet,
+            shutdown,
+            server,
+            path,
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = self.server.await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.path.display()));
+        }
+    }
+
+    /// Racks `r-<prefix><n>` with `compute` compute trays and one switch tray.
+    async fn fleet(&mut self, prefix: &str, racks: usize, compute: usize) -> Vec<String> {
+        let mut names = Vec::new();
+        for n in 0..racks {
+            let ext = format!("r-{prefix}{n:04}");
+            let mut components = Vec::new();
+            for (ty, count) in [
+                (pb::ComponentType::Compute, compute),
+                (pb::ComponentType::Nvswitch, 1),
+            ] {
+                for i in 0..count {
+                    components.push(pb::Component {
+                        r#type: ty as i32,
+                        info: Some(pb::DeviceInfo {
+                            name: format!("{ext}-{}-{i}", ty as i32),
+                            ..Default::default()
+                        }),
+                        component_id: format!("{ext}-{}-{i}", ty as i32),
+                        ..Default::default()
+                    });
+                }
+            }
+            self.client
+                .create_expected_rack(pb::CreateExpectedRackRequest {
+                    rack: Some(pb::Rack {
+                        info: Some(pb::DeviceInfo {
+                            name: ext.clone(),
+                            ..Default::default()
+                        }),
+                        external_id: ext.clone(),
+                        components,
+                        ..Default::default()
+                    }),
+                })
+                .await
+                .expect("rack");
+            names.push(ext);
+        }
+        names
+    }
+
+    /// Makes firmware upgrades one stage (compute and switch trays in
+    /// parallel), so a rack's hardware time is one firmware update.
+    async fn one_stage_firmware_rule(&mut self) {
+        let step = |ty: &str| {
+            serde_json::json!({"component_type": ty, "stage": 1, "timeout": "10m",
+                "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "2m", "poll_timeout": "30m"}}})
+        };
+        let definition =
+            serde_json::json!({"version": "v1", "steps": [step("compute"), step("nvswitch")]});
+        self.client
+            .create_operation_rule(pb::CreateOperationRuleRequest {
+                name: "bench one-stage upgrade".into(),
+                description: String::new(),
+                operation_type: pb::OperationType::FirmwareControl as i32,
+                operation_code: "upgrade".into(),
+                rule_definition_json: definition.to_string(),
+                is_default: true,
+            })
+            .await
+            .expect("rule");
+    }
+
+    async fn create_run(&mut self, racks: &[String], max_concurrent: i32) -> pb::Uuid {
+        let targets = racks
+            .iter()
+            .map(|r| pb::RackTarget {
+                identifier: Some(pb::rack_target::Identifier::ExternalId(r.clone())),
+                component_types: vec![],
+            })
+            .collect();
+        let request = pb::CreateOperationRunRequest {
+            name: "bench".into(),
+            description: String::new(),
+            configuration: Some(pb::OperationRunConfiguration {
+                selector: Some(pb::OperationRunSelector {
+                    selector: Some(pb::operation_run_selector::Selector::Percentage(
+                        pb::PercentageSelector {
+                            percentage: 100,
+                            seed: "s".into(),
+                        },
+                    )),
+                }),
+                options: Some(pb::OperationRunOptions {
+                    max_concurrent_targets: max_concurrent,
+                    safety_policy: Some(pb::OperationRunSafetyPolicy {
+                        gates: vec![pb::OperationRunSafetyGate {
+                            gate: Some(pb::operation_run_safety_gate::Gate::FailureCount(
+                                pb::OperationRunFailureCountGate {
+                                    scope: 2,
+                                    failure_threshold_count: 1,
+                                },
+                            )),
+                        }],
+                    }),
+                    ..Default::default()
+                }),
+                operation: Some(pb::OperationRunOperation {
+                    operation: Some(pb::operation_run_operation::Operation::UpgradeFirmware(
+                        pb::UpgradeFirmwareRequest {
+                            target_spec: Some(pb::OperationTargetSpec {
+                                targets: Some(pb::operation_target_spec::Targets::Racks(
+                                    pb::RackTargets { targets },
+                                )),
+                            }),
+                            target_version: Some("2.0.0".into()),
+                            ..Default::default()
+                        },
+                    )),
+                    target_scope: None,
+                }),
+            }),
+        };
+        self.client
+            .create_operation_run(request)
+            .await
+            .expect("create run")
+            .into_inner()
+            .id
+            .expect("id")
+    }
+
+    async fn wait_run(&mut self, id: &pb::Uuid, deadline: Duration) -> pb::OperationRunSummary {
+        let start = Instant::now();
+        loop {
+            let run = self
+                .client
+                .get_operation_run(pb::GetOperationRunRequest {
+                    id: Some(id.clone()),
+                    include_stats: false,
+                })
+                .await
+                .expect("get run")
+                .into_inner()
+                .operation_run
+                .and_then(|r| r.summary)
+                .expect("summary");
+            let status = run.state.as_ref().map_or(0, |s| s.status);
+            if status != pb::OperationRunStatus::Pending as i32
+                && status != pb::OperationRunStatus::Running as i32
+            {
+                return run;
+            }
+            assert!(
+                start.elapsed() < deadline,
+                "run did not finish within {deadline:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+fn ts_ms(t: &prost_types::Timestamp) -> f64 {
+    t.seconds as f64 * 1000.0 + f64::from(t.nanos) / 1e6
+}
+
+fn now_ms() -> f64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    d.as_secs_f64() * 1000.0
+}
+
+async fn makespan() {
+    let sim = SimConfig {
+        firmware_update_ms: 500,
+        power_ms: 0,
+        jitter: 0.0,
+        ..SimConfig::default()
+    };
+    let mut b = Bench::start(sim).await;
+    b.one_stage_firmware_rule().await;
+    let racks = b.fleet("m", 100, 2).await;
+    let start = Instant::now();
+    let id = b.create_run(&racks, 10).await;
+    let run = b.wait_run(&id, Duration::from_secs(120)).await;
+    let wall = start.elapsed();
+    let ideal = Duration::from_millis(100 / 10 * 500);
+    println!("makespan: 100 racks, max_concurrent 10, 500 ms per rack, one phase");
+    println!(
+        "  status {}  wall {:.3} s  ideal {:.3} s  ratio {:.3}",
+        run.status_message,
+        wall.as_secs_f64(),
+        ideal.as_secs_f64(),
+        wall.as_secs_f64() / ideal.as_secs_f64()
+    );
+    b.stop().await;
+}
+
+async fn first_task() {
+    let sim = SimConfig {
+        firmware_update_ms: 50,
+        power_ms: 0,
+        jitter: 0.0,
+        ..SimConfig::default()
+    };
+    let mut b = Bench::start(sim).await;
+    let racks = b.fleet("f", 10, 2).await;
+    let mut latencies = Vec::new();
+    let mut version = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        b.client
+            .version(pb::VersionRequest {})
+            .await
+            .expect("version");
+        version.push(t.elapsed().as_secs_f64() * 1000.0);
+        let sent = now_ms();
+        let id = b.create_run(&racks, 10).await;
+        b.wait_run(&id, Duration::from_secs(30)).await;
+        let targets = b
+            .client
+            .list_operation_run_targets(pb::ListOperationRunTargetsRequest {
+                operation_run_id: Some(id),
+                ..Default::default()
+            })
+            .await
+            .expect("targets")
+            .into_inner()
+            .targets;
+        let task_ids = targets.iter().filter_map(|t| t.task_id.clone()).collect();
+        let tasks = b
+            .client
+            .get_tasks_by_i_ds(pb::GetTasksByIDsRequest { task_ids })
+            .await
+            .expect("tasks")
+            .into_inner()
+            .tasks;
+        let first = tasks
+            .iter()
+            .filter_map(|t| t.started_at.as_ref())
+            .map(ts_ms)
+            .fold(f64::INFINITY, f64::min);
+        latencies.push(first - sent);
+    }
+    latencies.sort_by(f64::total_cmp);
+    version.sort_by(f64::total_cmp);
+    println!(
+        "first-task: CreateOperationRun sent -> first child task started (10 runs of 10 racks)"
+    );
+    println!(
+        "  p50 {:.2} ms  max {:.2} ms  baseline Version RPC p50 {:.3} ms",
+        latencies[5], latencies[9], version[5]
+    );
+    b.stop().await;
+}
+
+async fn concurrent() {
+    let sim = SimConfig {
+        firmware_update_ms: 500,
+        power_ms: 0,
+        jitter: 0.0,
+        ..SimConfig::default()
+    };
+    let mut b = Bench::start(sim).await;
+    b.one_stage_firmware_rule().await;
+    const RUNS: usize = 20;
+    const LIMIT: usize = 5;
+    let mut rack_sets = Vec::new();
+    for r in 0..RUNS {
+        rack_sets.push(b.fleet(&format!("c{r:02}-"), 100, 1).await);
+    }
+    let run_of_rack: HashMap<String, usize> = rack_sets
+        .iter()
+        .enumerate()
+        .flat_map(|(i, set)| set.iter().map(move |r| (r.clone(), i)))
+        .collect();
+    let mut ids = Vec::new();
+    for set in &rack_sets {
+        ids.push(b.create_run(set, LIMIT as i32).await);
+    }
+    let start = Instant::now();
+    let mut ratios: Vec<f64> = Vec::new();
+    let mut done_at = vec![None; RUNS];
+    loop {
+        let states = b.fleet.component_states(&[]);
+        let mut updating = vec![std::collections::HashSet::new(); RUNS];
+        let mut finished = vec![std::collections::HashSet::new(); RUNS];
+        for s in &states {
+            let Some(&run) = run_of_rack.get(&s.rack) else {
+                continue;
+            };
+            if s.firmware_updating {
+                updating[run].insert(s.rack.clone());
+            } else if s.firmware_version == "2.0.0" {
+                finished[run].insert(s.rack.clone());
+            }
+        }
+        let mut all_done = true;
+        for run in 0..RUNS {
+            // A rack is done when both its trays run 2.0.0 (2 components).
+            let racks_done = states
+                .iter()
+                .filter(|s| run_of_rack.get(&s.rack) == Some(&run) && s.firmware_version == "2.0.0")
+                .count()
+                / 2;
+            let remaining = 100 - racks_done;
+            if remaining >= LIMIT {
+                ratios.push(updating[run].len() as f64 / LIMIT as f64);
+            }
+            if remaining > 0 {
+                all_done = false;
+            } else if done_at[run].is_none() {
+                done_at[run] = Some(start.elapsed());
+            }
+        }
+        if all_done || start.elapsed() > Duration::from_secs(180) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mean = ratios.iter().sum::<f64>() / ratios.len().max(1) as f64;
+    let slowest = done_at.iter().flatten().max().copied().unwrap_or_default();
+    let ideal = Duration::from_millis(100 / LIMIT as u64 * 500);
+    println!(
+        "concurrent: {RUNS} runs x 100 racks, max_concurrent {LIMIT}, 500 ms per rack, {} samples",
+        ratios.len()
+    );
+    println!(
+        "  mean in-flight / limit {:.3}  slowest run {:.2} s (ideal {:.2} s)",
+        mean,
+        slowest.as_secs_f64(),
+        ideal.as_secs_f64()
+    );
+    b.stop().await;
+}
+
+async fn tasks_per_second() {
+    let mut b = Bench::start(SimConfig::instant()).await;
+    let racks = b.fleet("t", 40, 18).await;
+    let rounds = 5;
+    let start = Instant::now();
+    let mut all = Vec::new();
+    for _ in 0..rounds {
+        let mut ids = Vec::new();
+        for rack in &racks {
+            let reply = b
+                .client
+                .upgrade_firmware(pb::UpgradeFirmwareRequest {
+                    target_spec: Some(pb::OperationTargetSpec {
+                        targets: Some(pb::operation_target_spec::Targets::Racks(pb::RackTargets {
+                            targets: vec![pb::RackTarget {
+                                identifier: Some(pb::rack_target::Identifier::ExternalId(
+                                    rack.clone(),
+                                )),
+                                component_types: vec![],
+                            }],
+                        })),
+                    }),
+                    target_version: Some("2.0.0".into()),
+                    ..Default::default()
+                })
+                .await
+                .expect("submit");
+            ids.extend(reply.into_inner().task_ids);
+        }
+        // Wait for this round before the next (same racks would conflict).
+        loop {
+            let tasks = b
+                .client
+                .get_tasks_by_i_ds(pb::GetTasksByIDsRequest {
+                    task_ids: ids.clone(),
+                })
+                .await
+                .expect("tasks")
+                .into_inner()
+                .tasks;
+            if tasks
+                .iter()
+                .all(|t| t.status == pb::TaskStatus::Completed as i32)
+            {
+                break;
+            }
+            assert!(
+                tasks
+                    .iter()
+                    .all(|t| t.status != pb::TaskStatus::Failed as i32),
+                "a task failed"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        all.extend(ids);
+    }
+    let wall = start.elapsed();
+    let t = Instant::now();
+    for _ in 0..200 {
+        b.client
+            .version(pb::VersionRequest {})
+            .await
+            .expect("version");
+    }
+    let version_rate = 200.0 / t.elapsed().as_secs_f64();
+    let rate = all.len() as f64 / wall.as_secs_f64();
+    println!(
+        "tasks: {} firmware-upgrade tasks on 40 racks x 19 components, zero sim latency",
+        all.len()
+    );
+    println!(
+        "  {:.1} tasks/s  ({:.2} ms each)  baseline Version RPC {:.0}/s  ratio {:.1} RPCs per task",
+        rate,
+        1000.0 / rate,
+        version_rate,
+        version_rate / rate
+    );
+    b.stop().await;
+}
+
+async fn task_wall() {
+    let sim = SimConfig {
+        firmware_update_ms: 2000,
+        power_ms: 200,
+        jitter: 0.0,
+        ..SimConfig::default()
+    };
+    let mut b = Bench::start(sim).await;
+    let racks = b.fleet("w", 1, 18).await;
+    let start = Instant::now();
+    let reply = b
+        .client
+        .upgrade_firmware(pb::UpgradeFirmwareRequest {
+            target_spec: Some(pb::OperationTargetSpec {
+                targets: Some(pb::operation_target_spec::Targets::Racks(pb::RackTargets {
+                    targets: vec![pb::RackTarget {
+                        identifier: Some(pb::rack_target::Identifier::ExternalId(racks[0].clone())),
+                        component_types: vec![],
+                    }],
+                })),
+            }),
+            target_version: Some("2.0.0".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("submit")
+        .into_inner();
+    loop {
+        let tasks = b
+            .client
+            .get_tasks_by_i_ds(pb::GetTasksByIDsRequest {
+                task_ids: reply.task_ids.clone(),
+            })
+            .await
+            .expect("tasks")
+            .into_inner()
+            .tasks;
+        if tasks[0].status == pb::TaskStatus::Completed as i32 {
+            break;
+        }
+        assert!(
+            tasks[0].status != pb::TaskStatus::Failed as i32,
+            "task failed: {}",
+            tasks[0].message
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let wall = start.elapsed();
+    // Built-in upgrade: compute stage then switch stage, each a start call
+    // (power_ms / 10 in the sim) and a 2 s update.
+    let hardware = Duration::from_millis(2 * (2000 + 20));
+    println!("task-wall: one firmware upgrade (built-in rule, 2 stages), sim 2 s per update");
+    println!(
+        "  wall {:.3} s  hardware {:.3} s  ratio {:.4}",
+        wall.as_secs_f64(),
+        hardware.as_secs_f64(),
+        wall.as_secs_f64() / hardware.as_secs_f64()
+    );
+    b.stop().await;
+}
+
+fn main() {
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let wants = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        if wants("makespan") {
+            makespan().await;
+        }
+        if wants("first-task") {
+            first_task().await;
+        }
+        if wants("concurrent") {
+            concurrent().await;
+        }
+        if wants("tasks") {
+            tasks_per_second().await;
+        }
+        if wants("task-wall") {
+            task_wall().await;
+        }
+    });
+}
