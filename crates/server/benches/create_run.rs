@@ -122,8 +122,13 @@ async fn bench_create() {
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let shutdown = CancellationToken::new();
+    // The dispatcher is off: 200 runs over the same 100 racks would
+    // otherwise be executing (and blocking each other) while later creates
+    // are timed; this measures CreateOperationRun itself.
+    let mut config = rackflow_server::Config::default();
+    config.dispatcher.enabled = false;
     let server = tokio::spawn(rackflow_server::serve_on(
-        rackflow_server::Config::default(),
+        config,
         store,
         listener,
         shutdown.clone(),

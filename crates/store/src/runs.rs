@@ -26,8 +26,7 @@ use uuid::Uuid;
 
 use crate::backend::{Backend, Txn, fetch_count};
 use crate::sql::{
-    Conditions, RowReader, Sql, UniqueKey, micros, non_empty, now, parse_named, to_json,
-    write_error,
+    Conditions, RowReader, Sql, micros, non_empty, now, parse_named, to_json, write_error,
 };
 use crate::{LockMode, RunLock, StoreError, StoreResult};
 
@@ -109,6 +108,10 @@ fn retry_state_from_row(row: &impl RowReader) -> StoreResult<Option<RetryState>>
 /// Inserts the run, then its targets, in one transaction. The store stamps
 /// `created_at` / `updated_at` (one instant for all rows); targets are
 /// attached to `run` whatever their own `operation_run_id` says.
+/// Targets per INSERT statement: 13 parameters each stays far below
+/// SQLite's 32,766-parameter limit.
+const TARGET_INSERT_CHUNK: usize = 100;
+
 pub(crate) async fn run_create<B: Backend>(
     backend: &B,
     run: &OperationRun,
@@ -148,48 +151,78 @@ pub(crate) async fn run_create<B: Backend>(
             || "referenced row".to_string(),
         )
     })?;
+    // Duplicates are refused before writing, with the texts the unique
+    // constraints would give: the batched inserts below cannot tell which
+    // row of a statement broke a constraint.
+    let mut racks = std::collections::HashSet::new();
+    let mut sequences = std::collections::HashSet::new();
+    let mut ids = std::collections::HashSet::new();
     for target in targets {
-        let insert = Sql::new(format!(
-            "INSERT INTO operation_run_target ({TARGET_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)"
-        ))
-        .arg(target.id)
-        .arg(run.id)
-        .arg(target.rack_id)
-        .arg(target.sequence_index)
-        .arg(target.phase_index)
-        .arg(to_json(
-            "operation_run_target.components_by_type",
-            &target.components_by_type,
-        )?)
-        .arg(target.task_id)
-        .arg(target.status.as_str())
-        .arg(non_empty(&target.message))
-        .arg(target.retry_after)
-        .arg(
-            target
-                .retry_state
-                .as_ref()
-                .map(|s| to_json("operation_run_target.retry_state", s))
-                .transpose()?,
-        )
-        .arg(now);
+        if !ids.insert(target.id) {
+            return Err(StoreError::AlreadyExists(format!(
+                "operation run target id \"{}\"",
+                target.id
+            )));
+        }
+        if !racks.insert(target.rack_id) {
+            return Err(StoreError::AlreadyExists(format!(
+                "operation run target rack_id \"{}\" in run \"{}\"",
+                target.rack_id, run.id
+            )));
+        }
+        if !sequences.insert(target.sequence_index) {
+            return Err(StoreError::AlreadyExists(format!(
+                "operation run target sequence_index {} in run \"{}\"",
+                target.sequence_index, run.id
+            )));
+        }
+    }
+    // Many rows per statement: one round trip per chunk instead of per
+    // target (a 100-target run was 100 statements).
+    for chunk in targets.chunks(TARGET_INSERT_CHUNK) {
+        let mut insert = Sql::default();
+        let mut rows = Vec::with_capacity(chunk.len());
+        for target in chunk {
+            let values = [
+                insert.bind(target.id),
+                insert.bind(run.id),
+                insert.bind(target.rack_id),
+                insert.bind(target.sequence_index),
+                insert.bind(target.phase_index),
+                insert.bind(to_json(
+                    "operation_run_target.components_by_type",
+                    &target.components_by_type,
+                )?),
+                insert.bind(target.task_id),
+                insert.bind(target.status.as_str()),
+                insert.bind(non_empty(&target.message)),
+                insert.bind(target.retry_after),
+                insert.bind(
+                    target
+                        .retry_state
+                        .as_ref()
+                        .map(|s| to_json("operation_run_target.retry_state", s))
+                        .transpose()?,
+                ),
+                insert.bind(now),
+                insert.bind(now),
+            ];
+            rows.push(format!("({})", values.join(", ")));
+        }
+        let text = format!(
+            "INSERT INTO operation_run_target ({TARGET_COLUMNS}) VALUES {}",
+            rows.join(", ")
+        );
+        insert = Sql {
+            text,
+            args: insert.args,
+        };
         tx.execute(insert).await.map_err(|e| {
             write_error(
                 e,
-                |key| match key {
-                    Some(UniqueKey::TargetRunRack) => format!(
-                        "operation run target rack_id \"{}\" in run \"{}\"",
-                        target.rack_id, run.id
-                    ),
-                    Some(UniqueKey::TargetRunSequence) => format!(
-                        "operation run target sequence_index {} in run \"{}\"",
-                        target.sequence_index, run.id
-                    ),
-                    _ => format!("operation run target id \"{}\"", target.id),
-                },
-                // The run was inserted just before: only the task can be missing.
-                || match target.task_id {
+                |_| format!("operation run target of run \"{}\"", run.id),
+                // The run was inserted just before: only a task can be missing.
+                || match chunk.iter().find_map(|t| t.task_id) {
                     Some(task_id) => format!("task {task_id}"),
                     None => format!("operation run \"{}\"", run.id),
                 },
