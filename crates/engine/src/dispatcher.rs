@@ -469,12 +469,28 @@ impl Dispatcher {
     ) -> bool {
         let mut freed = false;
         let mut started: Vec<Uuid> = Vec::new();
-        for Claimed {
-            mut target,
-            request,
-        } in claimed
-        {
-            let result = self.tasks.submit(request).await;
+        // The claimed targets sit on different racks, so their submissions
+        // are independent: run them side by side rather than one after
+        // another (in a wave of N freed slots the last target otherwise
+        // waits for N-1 submissions). Results are applied in claim order.
+        let mut submissions = tokio::task::JoinSet::new();
+        for (index, Claimed { target, request }) in claimed.into_iter().enumerate() {
+            let tasks = Arc::clone(&self.tasks);
+            submissions.spawn(async move { (index, target, tasks.submit(request).await) });
+        }
+        let mut results = Vec::new();
+        while let Some(joined) = submissions.join_next().await {
+            match joined {
+                Ok(result) => results.push(result),
+                // A panicked submission leaves its claim to expire and be
+                // claimed again (same idempotency key).
+                Err(e) => {
+                    tracing::error!(run_id = %run_id, error = %e, "child submission panicked")
+                }
+            }
+        }
+        results.sort_by_key(|(index, _, _)| *index);
+        for (_, mut target, result) in results {
             let now = Utc::now();
             let effect = match &result {
                 Ok(ids) => {
