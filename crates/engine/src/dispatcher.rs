@@ -28,7 +28,7 @@ use rackflow_domain::dispatch::{
 };
 use rackflow_domain::run::{OperationRun, OperationRunTarget, RunStatus};
 use rackflow_domain::target::{ComponentTarget, TargetSpec};
-use rackflow_domain::task::{Task, TaskInformation, TaskType};
+use rackflow_domain::task::{TaskInformation, TaskStatus, TaskType};
 use rackflow_store::{LockMode, RunLock, Store, StoreError};
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
@@ -366,12 +366,12 @@ impl Dispatcher {
             .filter(|t| dispatch::needs_reconcile(t))
             .filter_map(|t| t.task_id)
             .collect();
-        let tasks: HashMap<Uuid, Task> = self
+        let tasks: HashMap<Uuid, (TaskStatus, String)> = self
             .store
-            .tasks_get_many(&task_ids)
+            .task_states(&task_ids)
             .await?
             .into_iter()
-            .map(|t| (t.id, t))
+            .map(|(id, status, message)| (id, (status, message)))
             .collect();
 
         let lease = self.config.claim_lease;
@@ -396,7 +396,7 @@ impl Dispatcher {
                     // the claims this attempt can make.
                     continue;
                 };
-                dispatch::reconcile_target(target, task.status, &task.message);
+                dispatch::reconcile_target(target, task.0, &task.1);
             }
             let summary = PhaseSummary::for_run(&lock.run, &lock.targets, lock.earlier);
             let runtime = Runtime::from_options(&lock.run.configuration.options);

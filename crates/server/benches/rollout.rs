@@ -271,7 +271,10 @@ async fn makespan() {
         .client
         .list_operation_run_targets(pb::ListOperationRunTargetsRequest {
             operation_run_id: Some(id.clone()),
-            pagination: Some(pb::Pagination { offset: 0, limit: 0 }),
+            pagination: Some(pb::Pagination {
+                offset: 0,
+                limit: 0,
+            }),
             ..Default::default()
         })
         .await
@@ -279,7 +282,13 @@ async fn makespan() {
         .into_inner()
         .targets;
     let task_ids = targets.iter().filter_map(|t| t.task_id.clone()).collect();
-    let tasks = b.client.get_tasks_by_i_ds(pb::GetTasksByIDsRequest { task_ids }).await.expect("tasks").into_inner().tasks;
+    let tasks = b
+        .client
+        .get_tasks_by_i_ds(pb::GetTasksByIDsRequest { task_ids })
+        .await
+        .expect("tasks")
+        .into_inner()
+        .tasks;
     let times = |f: fn(&pb::Task) -> Option<&prost_types::Timestamp>| {
         let mut v: Vec<f64> = tasks.iter().filter_map(f).map(ts_ms).collect();
         v.sort_by(f64::total_cmp);
@@ -289,12 +298,30 @@ async fn makespan() {
     let started = times(|t| t.started_at.as_ref());
     let finished = times(|t| t.finished_at.as_ref());
     let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    let dispatch = mean((10..created.len()).map(|k| created[k] - finished[k - 10]).collect());
-    let start = mean(tasks.iter().filter_map(|t| Some(ts_ms(t.started_at.as_ref()?) - ts_ms(t.created_at.as_ref()?))).collect());
-    let execute = mean(tasks.iter().filter_map(|t| Some(ts_ms(t.finished_at.as_ref()?) - ts_ms(t.started_at.as_ref()?) - 500.0)).collect());
+    let dispatch = mean(
+        (10..created.len())
+            .map(|k| created[k] - finished[k - 10])
+            .collect(),
+    );
+    let start = mean(
+        tasks
+            .iter()
+            .filter_map(|t| Some(ts_ms(t.started_at.as_ref()?) - ts_ms(t.created_at.as_ref()?)))
+            .collect(),
+    );
+    let execute = mean(
+        tasks
+            .iter()
+            .filter_map(|t| {
+                Some(ts_ms(t.finished_at.as_ref()?) - ts_ms(t.started_at.as_ref()?) - 500.0)
+            })
+            .collect(),
+    );
     let _ = started;
     println!("makespan: 100 racks, max_concurrent 10, 500 ms per rack, one phase");
-    println!("  per slot: freed -> next child created {dispatch:.1} ms, created -> started {start:.1} ms, executor overhead over 500 ms {execute:.1} ms");
+    println!(
+        "  per slot: freed -> next child created {dispatch:.1} ms, created -> started {start:.1} ms, executor overhead over 500 ms {execute:.1} ms"
+    );
     println!(
         "  status {}  wall {:.3} s  ideal {:.3} s  ratio {:.3}",
         run.status_message,

@@ -339,6 +339,13 @@ impl<B: Backend> Store for B {
         tasks::tasks_get_many(self, ids).await
     }
 
+    async fn task_states(
+        &self,
+        ids: &[Uuid],
+    ) -> StoreResult<Vec<(Uuid, rackflow_domain::task::TaskStatus, String)>> {
+        tasks::task_states(self, ids).await
+    }
+
     async fn task_list(
         &self,
         filter: &TaskFilter,

@@ -415,6 +415,10 @@ pub trait Store: Send + Sync + 'static {
     /// Tasks by id, in the order of `ids`; unknown ids are skipped.
     async fn tasks_get_many(&self, ids: &[Uuid]) -> StoreResult<Vec<Task>>;
 
+    /// `(id, status, message)` of the tasks that exist among `ids`, without
+    /// their reports and rules (dispatcher reconciliation reads this often).
+    async fn task_states(&self, ids: &[Uuid]) -> StoreResult<Vec<(Uuid, TaskStatus, String)>>;
+
     /// Page of tasks ordered by created_at DESC, id DESC, plus the filtered
     /// total before paging. `report` is `None` unless `with_report`.
     async fn task_list(

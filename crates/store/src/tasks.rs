@@ -428,6 +428,33 @@ pub(crate) async fn tasks_get_many<B: Backend>(
     Ok(ids.iter().filter_map(|id| by_id.get(id).cloned()).collect())
 }
 
+/// Status and message of many tasks, without decoding reports and rules:
+/// what reconciliation needs on every dispatcher attempt.
+pub(crate) async fn task_states<B: Backend>(
+    backend: &B,
+    ids: &[Uuid],
+) -> StoreResult<Vec<(Uuid, TaskStatus, String)>> {
+    let mut unique = ids.to_vec();
+    unique.sort();
+    unique.dedup();
+    let mut out = Vec::with_capacity(unique.len());
+    for chunk in unique.chunks(ID_CHUNK) {
+        let mut sql = Sql::default();
+        let list = sql.bind_list(chunk.iter().copied());
+        sql.push(&format!(
+            "SELECT id, status, message FROM task WHERE id IN {list}"
+        ));
+        for row in backend.fetch_all(sql).await? {
+            out.push((
+                row.uuid("id")?,
+                parse_named("task.status", &row.text("status")?, TaskStatus::parse)?,
+                row.opt_text("message")?.unwrap_or_default(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
 pub(crate) async fn task_list<B: Backend>(
     backend: &B,
     filter: &TaskFilter,
