@@ -275,6 +275,7 @@ both_dialects!(
     task_submit_is_serialised_per_rack,
     task_promote_applies_transitions,
     task_update_is_conditional_and_stamps,
+    task_states_report_status_and_message_only,
     task_list_filters_orders_and_pages,
     rules_crud_and_defaults,
     rule_delete_cascades_and_nulls_applied_rule,
@@ -3562,4 +3563,32 @@ async fn in_memory_sqlite_store_works() {
 fn db_target_debug_hides_the_postgres_url() {
     let target = DbTarget::Postgres("postgres://admin:hunter2@db/rackflow".into());
     assert_eq!(format!("{target:?}"), "Postgres(<redacted>)");
+}
+
+/// `task_states` answers status and message of the tasks that exist, once
+/// each, whatever the order or repeats of the ids asked for.
+async fn task_states_report_status_and_message_only(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    let a = submit(store, task(1, id(1)), TaskStatus::Pending).await;
+    let b = submit(store, task(2, id(1)), TaskStatus::Waiting).await;
+    let done = TaskUpdate {
+        status: Some(TaskStatus::Failed),
+        message: Some("stage 1 failed".into()),
+        ..Default::default()
+    };
+    store.task_update(b.id, &done).await.unwrap().unwrap();
+    let mut states = store
+        .task_states(&[b.id, id(404), a.id, b.id])
+        .await
+        .unwrap();
+    states.sort_by_key(|(id, _, _)| *id);
+    assert_eq!(
+        states,
+        vec![
+            (a.id, TaskStatus::Pending, a.message.clone()),
+            (b.id, TaskStatus::Failed, "stage 1 failed".to_string()),
+        ]
+    );
+    assert!(store.task_states(&[]).await.unwrap().is_empty());
 }

@@ -712,3 +712,27 @@ fn run_future_is_send() {
     );
     assert_send(&future);
 }
+
+/// The built-in upgrade rule polls firmware every 2 minutes; a provider that
+/// pushes change notifications (the sim) must end each stage as soon as the
+/// update finishes, not at the next poll.
+#[tokio::test(start_paused = true)]
+async fn firmware_completion_wakes_the_poller_before_its_interval() {
+    let (_fleet, executor) = fleet(steady());
+    let definition = rackflow_domain::rule::builtin_rule(
+        rackflow_domain::task::TaskType::FirmwareControl,
+        "upgrade",
+    );
+    let mut targets = components(ComponentType::Compute, "c", 2);
+    targets.extend(components(ComponentType::NvSwitch, "s", 1));
+    let started = tokio::time::Instant::now();
+    let (outcome, _) = run(&executor, job(firmware("2.0.0"), definition, targets)).await;
+    assert_eq!(outcome, TaskOutcome::Completed);
+    // Two stages of one 2 s update each, plus call latencies: far below
+    // even one 2-minute poll interval.
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < std::time::Duration::from_secs(5),
+        "took {elapsed:?}: the poller waited for its interval"
+    );
+}
