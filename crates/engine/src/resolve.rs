@@ -133,14 +133,13 @@ pub async fn resolve_spec(
         TargetSpec::NvlDomains(targets) => {
             // The inventory has no NVLink domains yet, so every domain
             // target is unknown.
-            let i = 0;
             let name = targets
                 .first()
                 .map(|t| format!("{:?}", t.identifier))
                 .unwrap_or_default();
             Err(LookupError {
                 kind: LookupKind::NotFound,
-                message: format!("NVLink domain rack target {i}: NVLink domain {name} not found"),
+                message: format!("NVLink domain rack target 0: NVLink domain {name} not found"),
             })
         }
     }

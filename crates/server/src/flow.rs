@@ -76,12 +76,9 @@ impl FlowService {
         Ok(convert::required_id(id, "operation run ID is required")?)
     }
 
-    /// Firmware credentials need encryption at rest, which needs a key; no key
-    /// is configured in this build, so non-empty credentials are refused
-    /// rather than stored in clear.
+    /// The run's firmware credentials, refused like a plain upgrade's.
     fn check_authentication_data(req: &pb::CreateOperationRunRequest) -> Result<(), ApiError> {
-        use pb::firmware_authentication_data::Value;
-        let present = req
+        let data = req
             .configuration
             .as_ref()
             .and_then(|c| c.operation.as_ref())
@@ -90,22 +87,23 @@ impl FlowService {
                     fw.authentication_data.as_ref()
                 }
                 None => None,
-            })
-            .and_then(|a| a.value.as_ref())
-            .is_some_and(|v| match v {
-                Value::Shared(s) => !s.is_empty(),
-                Value::PerComponent(p) => [&p.compute, &p.nvswitch, &p.powershelf]
-                    .iter()
-                    .any(|s| s.as_deref().is_some_and(|s| !s.is_empty())),
             });
-        if present {
-            return Err(ApiError::FailedPrecondition(
-                "authentication_data requires a data encryption key, which is not configured"
-                    .into(),
-            ));
-        }
-        Ok(())
+        refuse_authentication_data(data)
     }
+}
+
+/// Firmware credentials need encryption at rest, which needs a key; none is
+/// configured in this build, so non-empty credentials are refused rather
+/// than stored in clear (operation runs and plain firmware tasks alike).
+fn refuse_authentication_data(
+    data: Option<&pb::FirmwareAuthenticationData>,
+) -> Result<(), ApiError> {
+    if convert::has_authentication_data(data) {
+        return Err(ApiError::FailedPrecondition(
+            "authentication_data requires a data encryption key, which is not configured".into(),
+        ));
+    }
+    Ok(())
 }
 
 #[tonic::async_trait]
@@ -565,13 +563,7 @@ impl Flow for FlowService {
         req: Request<pb::UpgradeFirmwareRequest>,
     ) -> Reply<pb::SubmitTaskResponse> {
         let req = req.into_inner();
-        if convert::has_authentication_data(req.authentication_data.as_ref()) {
-            return Err(ApiError::FailedPrecondition(
-                "authentication_data requires a data encryption key, which is not configured"
-                    .into(),
-            )
-            .into());
-        }
+        refuse_authentication_data(req.authentication_data.as_ref())?;
         let submit = convert::upgrade_firmware(&req).map_err(ApiError::from)?;
         self.submit(submit).await
     }
