@@ -20,6 +20,7 @@ both_stores!(
     list_runs_filters_order_and_paginate,
     list_targets_scopes_filters_and_enrichment,
     stats_and_not_found,
+    firmware_credentials_are_refused_without_a_key,
 );
 
 async fn total_runs(s: &mut TestServer) -> i32 {
@@ -1291,5 +1292,60 @@ async fn stats_and_not_found(backend: Backend) {
         )
     );
     assert!(paused.stats.is_none(), "control responses carry no stats");
+    s.stop().await;
+}
+
+/// Without a data encryption key, firmware credentials are refused (never
+/// stored in clear), for runs and plain upgrades alike; nothing is written.
+async fn firmware_credentials_are_refused_without_a_key(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 2).await;
+    let credentials = Some(pb::FirmwareAuthenticationData {
+        value: Some(pb::firmware_authentication_data::Value::Shared(
+            "secret".into(),
+        )),
+    });
+    let mut req = run_request("creds", 100, "s", "o", 1);
+    upgrade(&mut req).authentication_data = credentials.clone();
+    let err = s
+        .client
+        .create_operation_run(req)
+        .await
+        .expect_err("refused");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(
+        err.message().contains("authentication_data"),
+        "{}",
+        err.message()
+    );
+    assert!(!err.message().contains("secret"));
+    assert_eq!(total_runs(&mut s).await, 0);
+
+    let err = s
+        .client
+        .upgrade_firmware(pb::UpgradeFirmwareRequest {
+            target_spec: Some(pb::OperationTargetSpec {
+                targets: Some(pb::operation_target_spec::Targets::Racks(pb::RackTargets {
+                    targets: vec![pb::RackTarget {
+                        identifier: Some(pb::rack_target::Identifier::ExternalId("r-0001".into())),
+                        component_types: vec![],
+                    }],
+                })),
+            }),
+            authentication_data: credentials,
+            ..Default::default()
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    let tasks = s
+        .client
+        .list_tasks(pb::ListTasksRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(tasks.total, 0, "nothing submitted");
     s.stop().await;
 }
