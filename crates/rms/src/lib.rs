@@ -7,3 +7,4 @@
 //! cleanup plans. The gRPC API and node back ends build on it later.
 
 pub mod job;
+pub mod redfish;

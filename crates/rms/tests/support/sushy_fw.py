@@ -1,0 +1,273 @@
+"""rackflow's firmware extension of the sushy-tools Redfish emulator (tests only).
+
+THIS FILE IS OUR CODE, NOT PART OF SUSHY-TOOLS. It imports sushy-tools'
+own Flask application (`sushy_tools.emulator.main`, version 2.2.0 from
+PyPI), leaves everything it serves untouched (systems, power, basic auth,
+TLS, the TaskService root), and adds what its fake driver lacks so that
+rackflow's Redfish firmware path can be tested against an emulator:
+
+- `GET /redfish/v1/UpdateService` (replaces sushy's view): advertises
+  `UpdateService.SimpleUpdate` and/or `MultipartHttpPushUri`, and links a
+  `FirmwareInventory`;
+- `POST .../UpdateService.SimpleUpdate` (replaces sushy's view, which
+  answers 500 under the fake driver): downloads `ImageURI` over HTTP, like
+  a BMC would, and starts a task;
+- `POST /redfish/v1/UpdateService/upload`: the multipart push
+  (`UpdateParameters` JSON part + `UpdateFile` part), starts a task;
+- `GET /redfish/v1/UpdateService/FirmwareInventory[/<id>]`: BMC 1.0.0 and
+  BIOS 0.9.0 at start;
+- `GET /redfish/v1/TaskService/Tasks[/<id>]` and
+  `/redfish/v1/TaskService/TaskMonitors/<id>`: tasks that go New ->
+  Running (PercentComplete rising) -> Completed over
+  RACKFLOW_FW_TASK_SECONDS (default 0.6 s), and then set the component's
+  inventory Version to the image's.
+
+The image is text with `key=value` lines: `version=` (required), optional
+`component=` (default BMC) and the fault switch `fail=<message>`, which
+makes the task end in `Exception` half way, with that message in
+`Messages`. `accept=monitor` makes the update answer 202 with only a
+`Location` to the task monitor (no Task body).
+
+Environment: RACKFLOW_FW_SIMPLE_UPDATE=0 hides SimpleUpdate,
+RACKFLOW_FW_MULTIPART=0 hides the multipart push.
+
+Run it exactly like `sushy-emulator` (same arguments), with the python of
+the sushy-tools installation:  python sushy_fw.py --fake -i 127.0.0.1 -p N
+"""
+
+import itertools
+import json
+import os
+import sys
+import threading
+import time
+import urllib.request
+
+import flask
+
+from sushy_tools.emulator import main as sushy_main
+
+app = sushy_main.app
+
+TASK_SECONDS = float(os.environ.get("RACKFLOW_FW_TASK_SECONDS", "0.6"))
+SIMPLE_UPDATE = os.environ.get("RACKFLOW_FW_SIMPLE_UPDATE", "1") != "0"
+MULTIPART = os.environ.get("RACKFLOW_FW_MULTIPART", "1") != "0"
+
+UPDATE_SERVICE = "/redfish/v1/UpdateService"
+INVENTORY = UPDATE_SERVICE + "/FirmwareInventory"
+PUSH_URI = UPDATE_SERVICE + "/upload"
+TASKS = "/redfish/v1/TaskService/Tasks"
+MONITORS = "/redfish/v1/TaskService/TaskMonitors"
+
+_lock = threading.Lock()
+_ids = itertools.count(1)
+_inventory = {
+    "BMC": {"Name": "BMC firmware", "Version": "1.0.0"},
+    "BIOS": {"Name": "System BIOS", "Version": "0.9.0"},
+}
+_tasks = {}
+
+
+def _json(body, status=200, headers=None):
+    return flask.Response(json.dumps(body), status=status, headers=headers or {},
+                          content_type="application/json")
+
+
+def _error(status, message, message_id="Base.1.0.GeneralError"):
+    return _json({"error": {
+        "code": message_id,
+        "message": "See @Message.ExtendedInfo for more information.",
+        "@Message.ExtendedInfo": [{"MessageId": message_id, "Message": message,
+                                   "Severity": "Critical"}],
+    }}, status)
+
+
+def _parse_image(data):
+    fields = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            fields[key.strip()] = value.strip()
+    return fields
+
+
+def _advance(task, now):
+    """Moves a task along its timeline; applies the new version once."""
+    if task["state"] in ("Completed", "Exception"):
+        return
+    fraction = (now - task["created"]) / TASK_SECONDS if TASK_SECONDS > 0 else 1.0
+    if task["fail"] is not None and fraction >= 0.5:
+        task.update(state="Exception", percent=50, health="Critical",
+                    messages=[{"MessageId": "Update.1.0.ApplyFailed",
+                               "Message": task["fail"], "Severity": "Critical"}])
+    elif fraction >= 1.0:
+        item = _inventory.setdefault(task["component"], {"Name": task["component"]})
+        item["Version"] = task["version"]
+        task.update(state="Completed", percent=100, health="OK",
+                    messages=[{"MessageId": "Update.1.0.UpdateSuccessful",
+                               "Message": "%s updated to %s" % (task["component"], task["version"]),
+                               "Severity": "OK"}])
+    elif fraction > 0:
+        task.update(state="Running", percent=max(1, min(99, int(fraction * 100))))
+
+
+def _advance_all():
+    now = time.monotonic()
+    with _lock:
+        for task in _tasks.values():
+            _advance(task, now)
+
+
+def _task_body(task_id):
+    task = _tasks[task_id]
+    return {
+        "@odata.type": "#Task.v1_4_3.Task",
+        "@odata.id": "%s/%s" % (TASKS, task_id),
+        "Id": task_id,
+        "Name": "Firmware update %s" % task_id,
+        "TaskMonitor": "%s/%s" % (MONITORS, task_id),
+        "TaskState": task["state"],
+        "TaskStatus": task["health"],
+        "PercentComplete": task["percent"],
+        "Messages": task["messages"],
+    }
+
+
+def _start_task(image, targets):
+    fields = _parse_image(image)
+    if "version" not in fields:
+        return _error(400, "The image has no version= line", "Update.1.0.InvalidImage")
+    component = fields.get("component", "BMC")
+    for target in targets or []:
+        name = target.rstrip("/").rsplit("/", 1)[-1]
+        if name not in _inventory:
+            return _error(400, "Unknown update target %s" % target, "Base.1.0.PropertyValueNotInList")
+        component = name
+    with _lock:
+        task_id = str(next(_ids))
+        _tasks[task_id] = {
+            "created": time.monotonic(), "state": "New", "percent": 0, "health": "OK",
+            "messages": [], "component": component, "version": fields["version"],
+            "fail": fields.get("fail"),
+        }
+        body = _task_body(task_id)
+    headers = {"Location": "%s/%s" % (MONITORS, task_id)}
+    if fields.get("accept") == "monitor":
+        return flask.Response("", status=202, headers=headers)
+    return _json(body, 202, headers)
+
+
+def update_service():
+    body = {
+        "@odata.type": "#UpdateService.v1_11_0.UpdateService",
+        "@odata.id": UPDATE_SERVICE,
+        "Id": "UpdateService",
+        "Name": "Update Service (rackflow test extension of sushy-tools)",
+        "ServiceEnabled": True,
+        "FirmwareInventory": {"@odata.id": INVENTORY},
+        "Actions": {},
+    }
+    if SIMPLE_UPDATE:
+        body["Actions"]["#UpdateService.SimpleUpdate"] = {
+            "target": UPDATE_SERVICE + "/Actions/UpdateService.SimpleUpdate",
+            "TransferProtocol@Redfish.AllowableValues": ["HTTP"],
+        }
+    if MULTIPART:
+        body["MultipartHttpPushUri"] = PUSH_URI
+    return _json(body)
+
+
+def simple_update():
+    if not SIMPLE_UPDATE:
+        return _error(405, "SimpleUpdate is disabled on this emulator")
+    request = flask.request.get_json(silent=True) or {}
+    image_uri = request.get("ImageURI")
+    if not image_uri:
+        return _error(400, "ImageURI is required", "Base.1.0.PropertyMissing")
+    try:
+        with urllib.request.urlopen(image_uri, timeout=10) as answer:
+            image = answer.read()
+    except Exception as exc:  # noqa: BLE001 - any fetch failure is the client's
+        return _error(400, "Unable to download the image from %s: %s" % (image_uri, exc),
+                      "Update.1.0.TransferFailed")
+    return _start_task(image, request.get("Targets"))
+
+
+def multipart_push():
+    if not MULTIPART:
+        return _error(405, "multipart push is disabled on this emulator")
+    upload = flask.request.files.get("UpdateFile")
+    if upload is None:
+        return _error(400, "The UpdateFile part is missing", "Base.1.0.PropertyMissing")
+    raw = flask.request.form.get("UpdateParameters")
+    if raw is None and "UpdateParameters" in flask.request.files:
+        raw = flask.request.files["UpdateParameters"].read().decode("utf-8")
+    try:
+        parameters = json.loads(raw) if raw else {}
+    except ValueError:
+        return _error(400, "UpdateParameters is not JSON", "Base.1.0.MalformedJSON")
+    return _start_task(upload.read(), parameters.get("Targets"))
+
+
+def inventory():
+    _advance_all()
+    with _lock:
+        members = [{"@odata.id": "%s/%s" % (INVENTORY, name)} for name in sorted(_inventory)]
+    return _json({"@odata.type": "#SoftwareInventoryCollection.SoftwareInventoryCollection",
+                  "@odata.id": INVENTORY, "Name": "Firmware Inventory",
+                  "Members": members, "Members@odata.count": len(members)})
+
+
+def inventory_item(item):
+    _advance_all()
+    with _lock:
+        entry = _inventory.get(item)
+        if entry is None:
+            return _error(404, "No firmware inventory item %s" % item, "Base.1.0.ResourceMissingAtURI")
+        return _json({"@odata.type": "#SoftwareInventory.v1_3_0.SoftwareInventory",
+                      "@odata.id": "%s/%s" % (INVENTORY, item), "Id": item,
+                      "Name": entry["Name"], "Version": entry["Version"], "Updateable": True,
+                      "Status": {"State": "Enabled", "Health": "OK"}})
+
+
+def tasks():
+    _advance_all()
+    with _lock:
+        members = [{"@odata.id": "%s/%s" % (TASKS, t)} for t in _tasks]
+    return _json({"@odata.type": "#TaskCollection.TaskCollection", "@odata.id": TASKS,
+                  "Name": "Tasks", "Members": members, "Members@odata.count": len(members)})
+
+
+def task(task_id):
+    _advance_all()
+    with _lock:
+        if task_id not in _tasks:
+            return _error(404, "No task %s" % task_id, "Base.1.0.ResourceMissingAtURI")
+        return _json(_task_body(task_id))
+
+
+def task_monitor(task_id):
+    _advance_all()
+    with _lock:
+        if task_id not in _tasks:
+            return _error(404, "No task %s" % task_id, "Base.1.0.ResourceMissingAtURI")
+        body = _task_body(task_id)
+    running = body["TaskState"] not in ("Completed", "Exception")
+    return _json(body, 202 if running else 200)
+
+
+# Replace sushy's two UpdateService views (same URLs, same endpoints) ...
+app.view_functions["UpdateService.update_service_resource"] = update_service
+app.view_functions["UpdateService.update_service_simple_update"] = simple_update
+# ... and add the rest. Task ids are numbers from 1; sushy's fixed
+# /redfish/v1/TaskService/Tasks/42 stays its own (werkzeug matches the
+# static rule first), so tests never create 42 tasks.
+app.add_url_rule(PUSH_URI, "rackflow_fw_push", multipart_push, methods=["POST"])
+app.add_url_rule(INVENTORY, "rackflow_fw_inventory", inventory)
+app.add_url_rule(INVENTORY + "/<item>", "rackflow_fw_inventory_item", inventory_item)
+app.add_url_rule(TASKS, "rackflow_fw_tasks", tasks)
+app.add_url_rule(TASKS + "/<task_id>", "rackflow_fw_task", task)
+app.add_url_rule(MONITORS + "/<task_id>", "rackflow_fw_task_monitor", task_monitor)
+
+if __name__ == "__main__":
+    sys.exit(sushy_main.main())
