@@ -38,7 +38,13 @@ if ! installed; then
   log "installing sushy-tools==$SUSHY_VERSION into $VENV"
   rm -rf "$VENV"
   mkdir -p "$(dirname "$VENV")"
-  "$PYTHON" -m venv "$VENV" >&2
+  if ! "$PYTHON" -m venv "$VENV" >&2; then
+    # Debian's python3 needs python3-venv for ensurepip.
+    log "python -m venv failed: installing python3-venv and retrying"
+    rm -rf "$VENV"
+    apt-get update -qq >&2 && apt-get install -y -qq python3-venv >&2
+    "$PYTHON" -m venv "$VENV" >&2
+  fi
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
     "sushy-tools==$SUSHY_VERSION" bcrypt >&2
   installed || { log "FATAL: sushy-tools $SUSHY_VERSION did not install into $VENV"; exit 1; }

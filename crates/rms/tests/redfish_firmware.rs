@@ -11,12 +11,13 @@
 mod support;
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rackflow_rms::job::JobError;
 use rackflow_rms::redfish::{
     FirmwareImage, RedfishError, RedfishNode, TaskState, TaskStatus, UpdateMethod,
 };
-use support::{Emulator, FileServer, Flavor, Options};
+use support::{Emulator, FileServer, Flavor, Options, fast_config};
 
 /// Records every progress reading.
 #[derive(Clone, Default)]
@@ -334,4 +335,70 @@ async fn sushy_as_shipped_has_no_firmware_inventory_and_fails_simple_update() {
         }
         other => panic!("expected Http 500, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn busy_task_reads_are_tolerated_for_the_grace_period_only() {
+    let Some(emu) = Emulator::start(Options::new(Flavor::Firmware)).await else {
+        return;
+    };
+    // Three 503s in a row, 50 ms apart: within a 2 s grace.
+    let node = emu.node();
+    let image = FirmwareImage {
+        file: Some(image_file(&emu, "busy.bin", "version=2.8.0\nflaky=3\n")),
+        ..FirmwareImage::default()
+    };
+    let outcome = node.update_firmware(&image, &|_| {}).await.unwrap();
+    assert_eq!(outcome.task.unwrap().state, TaskState::Completed);
+    assert_eq!(
+        versions(&node).await,
+        vec![pair("BIOS", "0.9.0"), pair("BMC", "2.8.0")]
+    );
+
+    // Without a grace the first 503 ends the wait, with the BMC's message.
+    let mut config = fast_config();
+    config.task_status_error_grace = Duration::ZERO;
+    let impatient = RedfishNode::new(emu.client(None, config));
+    let image = FirmwareImage {
+        file: Some(image_file(&emu, "busy2.bin", "version=2.9.0\nflaky=3\n")),
+        ..FirmwareImage::default()
+    };
+    match impatient
+        .update_firmware(&image, &|_| {})
+        .await
+        .unwrap_err()
+    {
+        RedfishError::Http {
+            status, message, ..
+        } => {
+            assert_eq!(status, 503);
+            assert_eq!(message, "The BMC is busy");
+        }
+        other => panic!("expected Http 503, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_task_that_outlives_the_timeout_is_a_timeout() {
+    let mut slow = Options::new(Flavor::Firmware);
+    slow.env = vec![("RACKFLOW_FW_TASK_SECONDS".into(), "60".into())];
+    let Some(emu) = Emulator::start(slow).await else {
+        return;
+    };
+    let mut config = fast_config();
+    config.task_timeout = Duration::from_millis(300);
+    let node = RedfishNode::new(emu.client(None, config));
+    let image = FirmwareImage {
+        file: Some(image_file(&emu, "slow.bin", "version=3.1.0\n")),
+        ..FirmwareImage::default()
+    };
+    let err = node.update_firmware(&image, &|_| {}).await.unwrap_err();
+    match &err {
+        RedfishError::TaskTimeout { state, waited, .. } => {
+            assert_eq!(*state, TaskState::Running);
+            assert!(*waited >= Duration::from_millis(300), "{waited:?}");
+        }
+        other => panic!("expected TaskTimeout, got {other:?}"),
+    }
+    assert_eq!(err.job_error(), JobError::Timeout);
 }

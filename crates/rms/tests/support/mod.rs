@@ -16,6 +16,7 @@
 #![allow(dead_code)]
 
 use std::fs;
+use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -55,7 +56,10 @@ pub fn sushy() -> Option<Sushy> {
                  `export SUSHY_EMULATOR=\"$(scripts/redfish-emulator.sh)\"`"
             );
         }
-        eprintln!(
+        // Straight to stderr: libtest captures `eprintln!`, and a skip must
+        // be seen.
+        let _ = writeln!(
+            std::io::stderr(),
             "SKIPPED: sushy-emulator not found (set SUSHY_EMULATOR or run \
              scripts/redfish-emulator.sh); this Redfish emulator test did not run"
         );

@@ -26,7 +26,8 @@ The image is text with `key=value` lines: `version=` (required), optional
 `component=` (default BMC) and the fault switch `fail=<message>`, which
 makes the task end in `Exception` half way, with that message in
 `Messages`. `accept=monitor` makes the update answer 202 with only a
-`Location` to the task monitor (no Task body).
+`Location` to the task monitor (no Task body). `flaky=N` makes the first N
+reads of the task answer 503, like a BMC too busy flashing to answer.
 
 Environment: RACKFLOW_FW_SIMPLE_UPDATE=0 hides SimpleUpdate,
 RACKFLOW_FW_MULTIPART=0 hides the multipart push.
@@ -148,7 +149,7 @@ def _start_task(image, targets):
         _tasks[task_id] = {
             "created": time.monotonic(), "state": "New", "percent": 0, "health": "OK",
             "messages": [], "component": component, "version": fields["version"],
-            "fail": fields.get("fail"),
+            "fail": fields.get("fail"), "flaky": int(fields.get("flaky", "0")),
         }
         body = _task_body(task_id)
     headers = {"Location": "%s/%s" % (MONITORS, task_id)}
@@ -238,11 +239,22 @@ def tasks():
                   "Name": "Tasks", "Members": members, "Members@odata.count": len(members)})
 
 
+def _busy(task_id):
+    """Spends one of the task's `flaky` reads; caller holds the lock."""
+    task = _tasks[task_id]
+    if task["flaky"] > 0:
+        task["flaky"] -= 1
+        return True
+    return False
+
+
 def task(task_id):
     _advance_all()
     with _lock:
         if task_id not in _tasks:
             return _error(404, "No task %s" % task_id, "Base.1.0.ResourceMissingAtURI")
+        if _busy(task_id):
+            return _error(503, "The BMC is busy", "Base.1.0.ServiceTemporarilyUnavailable")
         return _json(_task_body(task_id))
 
 
@@ -251,6 +263,8 @@ def task_monitor(task_id):
     with _lock:
         if task_id not in _tasks:
             return _error(404, "No task %s" % task_id, "Base.1.0.ResourceMissingAtURI")
+        if _busy(task_id):
+            return _error(503, "The BMC is busy", "Base.1.0.ServiceTemporarilyUnavailable")
         body = _task_body(task_id)
     running = body["TaskState"] not in ("Completed", "Exception")
     return _json(body, 202 if running else 200)
