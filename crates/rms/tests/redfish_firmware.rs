@@ -6,7 +6,7 @@
 //! errors carry it. Everything else runs against `Flavor::Firmware`: OUR
 //! extension of sushy-tools' Flask app (`tests/support/sushy_fw.py`), which
 //! adds an UpdateService with SimpleUpdate and a multipart push, a
-//! FirmwareInventory and a TaskService whose tasks progress over ~0.6 s.
+//! FirmwareInventory and a TaskService whose tasks progress over ~1 s.
 
 mod support;
 

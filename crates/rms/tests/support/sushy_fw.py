@@ -19,7 +19,7 @@ rackflow's Redfish firmware path can be tested against an emulator:
 - `GET /redfish/v1/TaskService/Tasks[/<id>]` and
   `/redfish/v1/TaskService/TaskMonitors/<id>`: tasks that go New ->
   Running (PercentComplete rising) -> Completed over
-  RACKFLOW_FW_TASK_SECONDS (default 0.6 s), and then set the component's
+  RACKFLOW_FW_TASK_SECONDS (default 1 s), and then set the component's
   inventory Version to the image's.
 
 The image is text with `key=value` lines: `version=` (required), optional
@@ -50,7 +50,7 @@ from sushy_tools.emulator import main as sushy_main
 
 app = sushy_main.app
 
-TASK_SECONDS = float(os.environ.get("RACKFLOW_FW_TASK_SECONDS", "0.6"))
+TASK_SECONDS = float(os.environ.get("RACKFLOW_FW_TASK_SECONDS", "1.0"))
 SIMPLE_UPDATE = os.environ.get("RACKFLOW_FW_SIMPLE_UPDATE", "1") != "0"
 MULTIPART = os.environ.get("RACKFLOW_FW_MULTIPART", "1") != "0"
 
