@@ -117,9 +117,30 @@ mod tests {
 
     fn assert_send_sync<T: Send + Sync>() {}
 
+    fn assert_send<T: Send>(_: &T) {}
+
     #[test]
     fn node_and_client_are_send_and_sync() {
         assert_send_sync::<RedfishNode>();
         assert_send_sync::<RedfishClient>();
+    }
+
+    #[test]
+    fn operation_futures_are_send() {
+        // A node back-end trait spawns these on tokio; never polled here.
+        use super::super::{FirmwareImage, RedfishConfig, ResetType};
+        let client = RedfishClient::new("http://127.0.0.1:9", None, RedfishConfig::default())
+            .expect("client");
+        let node = RedfishNode::new(client);
+        let image = FirmwareImage::default();
+        assert_send(&node.power_state());
+        assert_send(&node.reset(&ResetType::On));
+        assert_send(&node.set_power_and_wait(
+            &ResetType::On,
+            std::time::Duration::ZERO,
+            std::time::Duration::ZERO,
+        ));
+        assert_send(&node.firmware_inventory());
+        assert_send(&node.update_firmware(&image, &|_| {}));
     }
 }

@@ -280,7 +280,7 @@ impl Drop for Emulator {
     }
 }
 
-/// Short intervals for tests: tasks last under a second on the emulator.
+/// Short intervals for tests: emulator tasks last about a second.
 pub fn fast_config() -> RedfishConfig {
     RedfishConfig {
         request_timeout: Duration::from_secs(15),
