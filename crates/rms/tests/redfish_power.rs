@@ -195,3 +195,42 @@ async fn an_unreachable_bmc_is_a_connect_error() {
     }
     assert!(err.is_transient());
 }
+
+#[tokio::test]
+async fn a_power_state_not_reached_in_time_is_a_timeout() {
+    let Some(emu) = Emulator::start(Options::new(Flavor::Sushy)).await else {
+        return;
+    };
+    let node = emu.node();
+    node.system_uri().await.unwrap();
+    // sushy applies a reset at a whole second (int(now) + 1..=11 s). Sending
+    // it early in a second leaves at least ~0.7 s before the earliest
+    // change, far more than the one read a zero timeout allows.
+    loop {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        if now.subsec_millis() < 300 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let err = node
+        .set_power_and_wait(&ResetType::On, Duration::ZERO, POLL)
+        .await
+        .unwrap_err();
+    match &err {
+        RedfishError::PowerTimeout { target, last, .. } => {
+            assert_eq!(*target, PowerState::On);
+            assert_eq!(*last, PowerState::Off);
+        }
+        other => panic!("expected PowerTimeout, got {other:?}"),
+    }
+    assert_eq!(err.job_error(), JobError::Timeout);
+    // The reset was sent all the same: the system does come on.
+    let on = node
+        .set_power_and_wait(&ResetType::On, SETTLE, POLL)
+        .await
+        .unwrap();
+    assert_eq!(on.states_seen.last(), Some(&PowerState::On));
+}
