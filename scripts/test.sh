@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The test command of the README: every test of the workspace.
 #
+# The Redfish tests need sushy-tools (installed here into a virtualenv under
+# ~/.cache/rackflow on first use).
+#
 # The store suite runs against SQLite always and against PostgreSQL when
 # DATABASE_URL is set. Without DATABASE_URL, this script uses the local server
 # (postgres://postgres@127.0.0.1:5432/postgres) if it answers; CI sets
@@ -13,6 +16,20 @@ if [ -z "${DATABASE_URL:-}" ]; then
     echo "DATABASE_URL unset: using the local PostgreSQL at 127.0.0.1:5432"
   else
     echo "WARNING: no PostgreSQL reachable and DATABASE_URL unset: PostgreSQL store tests will be reported as skipped" >&2
+  fi
+fi
+# The Redfish back end's tests run against sushy-tools (PyPI); install it into
+# a private virtualenv unless SUSHY_EMULATOR already names one. A failed
+# install stops here under CI (the tests would fail anyway) and only warns
+# otherwise (they then report themselves skipped).
+if [ -z "${SUSHY_EMULATOR:-}" ]; then
+  if SUSHY_EMULATOR="$(scripts/redfish-emulator.sh)"; then
+    export SUSHY_EMULATOR
+  elif [ -n "${CI:-}" ]; then
+    echo "FATAL: could not install the Redfish emulator (sushy-tools)" >&2
+    exit 1
+  else
+    echo "WARNING: Redfish emulator not installed: the redfish tests will be reported as skipped" >&2
   fi
 fi
 exec cargo test --workspace -j "${CARGO_BUILD_JOBS:-2}" "$@"
