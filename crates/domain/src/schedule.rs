@@ -181,12 +181,10 @@ impl ScheduleSpec {
                 } else {
                     self.spec.as_str()
                 };
-                let cron = cron_parser()
-                    .parse(pattern)
-                    .map_err(|e| SpecError::Cron {
-                        spec: self.spec.clone(),
-                        reason: e.to_string(),
-                    })?;
+                let cron = cron_parser().parse(pattern).map_err(|e| SpecError::Cron {
+                    spec: self.spec.clone(),
+                    reason: e.to_string(),
+                })?;
                 let timing = Timing::Cron {
                     cron: Box::new(cron),
                     tz,
@@ -601,9 +599,7 @@ pub enum ScopeError {
     DuplicateRack(Uuid),
     #[error("component {0} appears more than once in the target spec")]
     DuplicateComponent(Uuid),
-    #[error(
-        "rack {0}: cannot merge a component-type filter with a component-list filter"
-    )]
+    #[error("rack {0}: cannot merge a component-type filter with a component-list filter")]
     KindMismatch(Uuid),
     #[error("a schedule must keep at least one scope")]
     NoScopes,
@@ -676,8 +672,7 @@ pub fn scopes_from_entries(entries: Vec<ScopeSpec>) -> Result<Vec<ScopeSpec>, Sc
                     Some(ComponentFilter::Components { .. }),
                     Some(ComponentFilter::Components { .. }),
                 ) => {
-                    existing.filter =
-                        merge_filter(entry.rack_id, &existing.filter, &entry.filter)?;
+                    existing.filter = merge_filter(entry.rack_id, &existing.filter, &entry.filter)?;
                 }
                 _ => return Err(ScopeError::DuplicateRack(entry.rack_id)),
             },

@@ -31,8 +31,8 @@ fn secs(n: i64) -> TimeDelta {
 fn interval_specs_parse_as_go_durations_and_must_be_positive() {
     let t = timing(SpecKind::Interval, " 1h30m ", "Europe/Paris");
     assert!(matches!(t, Timing::Interval(d) if d == TimeDelta::minutes(90)));
-    let (spec, _) = ScheduleSpec::normalize(Some(SpecKind::Interval), "2s", "Europe/Paris")
-        .expect("valid");
+    let (spec, _) =
+        ScheduleSpec::normalize(Some(SpecKind::Interval), "2s", "Europe/Paris").expect("valid");
     assert_eq!(spec.spec, "2s");
     assert_eq!(spec.timezone, "", "the zone is cleared for non-cron kinds");
     for bad in ["0", "0s", "-5s", "5", "abc", "1x"] {
@@ -191,9 +191,17 @@ fn dst_spring_forward_fixed_time_in_the_gap_fires_once_right_after_it() {
     let t = timing(SpecKind::Cron, "30 2 * * *", "America/New_York");
     // 2026-03-08 01:00 EST = 06:00Z. 02:30 does not exist that day.
     let first = t.first_run(utc("2026-03-08T06:00:00Z")).expect("next");
-    assert_eq!(first, utc("2026-03-08T07:00:00Z"), "03:00 EDT, the first instant after the gap");
+    assert_eq!(
+        first,
+        utc("2026-03-08T07:00:00Z"),
+        "03:00 EDT, the first instant after the gap"
+    );
     let second = t.next_after(first).expect("next");
-    assert_eq!(second, utc("2026-03-09T06:30:00Z"), "02:30 EDT the next day");
+    assert_eq!(
+        second,
+        utc("2026-03-09T06:30:00Z"),
+        "02:30 EDT the next day"
+    );
     // The day before is a normal 02:30 EST.
     assert_eq!(
         t.first_run(utc("2026-03-07T06:00:00Z")),
@@ -401,11 +409,19 @@ proptest! {
 
 #[test]
 fn skip_holds_back_a_scope_whose_previous_task_is_unfinished() {
-    for status in [TaskStatus::Waiting, TaskStatus::Pending, TaskStatus::Running] {
+    for status in [
+        TaskStatus::Waiting,
+        TaskStatus::Pending,
+        TaskStatus::Running,
+    ] {
         assert!(!scope_eligible(OverlapPolicy::Skip, Some(status)));
         assert!(scope_eligible(OverlapPolicy::Queue, Some(status)));
     }
-    for status in [TaskStatus::Completed, TaskStatus::Failed, TaskStatus::Terminated] {
+    for status in [
+        TaskStatus::Completed,
+        TaskStatus::Failed,
+        TaskStatus::Terminated,
+    ] {
         assert!(scope_eligible(OverlapPolicy::Skip, Some(status)));
     }
     assert!(scope_eligible(OverlapPolicy::Skip, None));
@@ -439,12 +455,23 @@ fn template(op: ScheduledOp, task_type: TaskType, code: &str) -> OperationTempla
 
 #[test]
 fn template_names_and_descriptions() {
-    let t = template(ScheduledOp::PowerOff, TaskType::PowerControl, "force_power_off");
+    let t = template(
+        ScheduledOp::PowerOff,
+        TaskType::PowerControl,
+        "force_power_off",
+    );
     assert_eq!(t.operation_type(), "POWER_OFF");
     assert_eq!(t.description(), "Power Off (forced)");
     let t = template(ScheduledOp::PowerOn, TaskType::PowerControl, "power_on");
-    assert_eq!((t.operation_type(), t.description().as_str()), ("POWER_ON", "Power On"));
-    let mut t = template(ScheduledOp::UpgradeFirmware, TaskType::FirmwareControl, "upgrade");
+    assert_eq!(
+        (t.operation_type(), t.description().as_str()),
+        ("POWER_ON", "Power On")
+    );
+    let mut t = template(
+        ScheduledOp::UpgradeFirmware,
+        TaskType::FirmwareControl,
+        "upgrade",
+    );
     t.information.firmware = Some(crate::run::FirmwarePayload {
         target_version: Some("2.3.1".into()),
         ..Default::default()
@@ -480,7 +507,10 @@ fn comps(c: &[Uuid]) -> Option<ComponentFilter> {
 fn merge_rules_whole_rack_absorbs_same_kind_unites_mismatch_fails() {
     let r = Uuid::from_u128(1);
     let (a, b) = (Uuid::from_u128(10), Uuid::from_u128(11));
-    assert_eq!(merge_filter(r, &None, &types(&[ComponentType::Compute])), Ok(None));
+    assert_eq!(
+        merge_filter(r, &None, &types(&[ComponentType::Compute])),
+        Ok(None)
+    );
     assert_eq!(merge_filter(r, &comps(&[a]), &None), Ok(None));
     assert_eq!(
         merge_filter(
@@ -490,7 +520,10 @@ fn merge_rules_whole_rack_absorbs_same_kind_unites_mismatch_fails() {
         ),
         Ok(types(&[ComponentType::Compute, ComponentType::NvSwitch]))
     );
-    assert_eq!(merge_filter(r, &comps(&[b]), &comps(&[a, b])), Ok(comps(&[a, b])));
+    assert_eq!(
+        merge_filter(r, &comps(&[b]), &comps(&[a, b])),
+        Ok(comps(&[a, b]))
+    );
     assert_eq!(
         merge_filter(r, &comps(&[a]), &types(&[ComponentType::Compute])),
         Err(ScopeError::KindMismatch(r))
@@ -502,29 +535,56 @@ fn scopes_from_entries_group_components_and_refuse_duplicates() {
     let (r1, r2) = (Uuid::from_u128(1), Uuid::from_u128(2));
     let (a, b) = (Uuid::from_u128(10), Uuid::from_u128(11));
     let scopes = scopes_from_entries(vec![
-        ScopeSpec { rack_id: r1, filter: comps(&[b]) },
-        ScopeSpec { rack_id: r2, filter: None },
-        ScopeSpec { rack_id: r1, filter: comps(&[a]) },
+        ScopeSpec {
+            rack_id: r1,
+            filter: comps(&[b]),
+        },
+        ScopeSpec {
+            rack_id: r2,
+            filter: None,
+        },
+        ScopeSpec {
+            rack_id: r1,
+            filter: comps(&[a]),
+        },
     ])
     .expect("valid");
     assert_eq!(
         scopes,
         vec![
-            ScopeSpec { rack_id: r1, filter: comps(&[a, b]) },
-            ScopeSpec { rack_id: r2, filter: None },
+            ScopeSpec {
+                rack_id: r1,
+                filter: comps(&[a, b])
+            },
+            ScopeSpec {
+                rack_id: r2,
+                filter: None
+            },
         ]
     );
     assert_eq!(
         scopes_from_entries(vec![
-            ScopeSpec { rack_id: r1, filter: None },
-            ScopeSpec { rack_id: r1, filter: types(&[ComponentType::Compute]) },
+            ScopeSpec {
+                rack_id: r1,
+                filter: None
+            },
+            ScopeSpec {
+                rack_id: r1,
+                filter: types(&[ComponentType::Compute])
+            },
         ]),
         Err(ScopeError::DuplicateRack(r1))
     );
     assert_eq!(
         scopes_from_entries(vec![
-            ScopeSpec { rack_id: r1, filter: comps(&[a]) },
-            ScopeSpec { rack_id: r1, filter: comps(&[a]) },
+            ScopeSpec {
+                rack_id: r1,
+                filter: comps(&[a])
+            },
+            ScopeSpec {
+                rack_id: r1,
+                filter: comps(&[a])
+            },
         ]),
         Err(ScopeError::DuplicateComponent(a))
     );
@@ -551,12 +611,24 @@ fn reconcile_adds_removes_and_updates_and_never_empties() {
     let plan = reconcile(
         &existing,
         &[
-            ScopeSpec { rack_id: r2, filter: types(&[ComponentType::PowerShelf]) },
-            ScopeSpec { rack_id: r3, filter: None },
+            ScopeSpec {
+                rack_id: r2,
+                filter: types(&[ComponentType::PowerShelf]),
+            },
+            ScopeSpec {
+                rack_id: r3,
+                filter: None,
+            },
         ],
     )
     .expect("valid");
-    assert_eq!(plan.add, vec![ScopeSpec { rack_id: r3, filter: None }]);
+    assert_eq!(
+        plan.add,
+        vec![ScopeSpec {
+            rack_id: r3,
+            filter: None
+        }]
+    );
     assert_eq!(plan.remove, vec![Uuid::from_u128(100)]);
     assert_eq!(
         plan.update,
@@ -564,7 +636,11 @@ fn reconcile_adds_removes_and_updates_and_never_empties() {
     );
     // Same set in another order is no change.
     let plan = reconcile(
-        &[stored(5, r1, types(&[ComponentType::Compute, ComponentType::NvSwitch]))],
+        &[stored(
+            5,
+            r1,
+            types(&[ComponentType::Compute, ComponentType::NvSwitch]),
+        )],
         &[ScopeSpec {
             rack_id: r1,
             filter: types(&[ComponentType::NvSwitch, ComponentType::Compute]),

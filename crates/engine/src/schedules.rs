@@ -212,7 +212,10 @@ impl ScheduleManager {
     /// Resolves a target spec to one scope per rack (spec §6.2): rack
     /// targets give the whole rack or a type filter, component targets are
     /// grouped per rack; a rack or component named twice is refused.
-    pub async fn resolve_scopes(&self, target: &TargetSpec) -> Result<Vec<ScopeSpec>, ScheduleError> {
+    pub async fn resolve_scopes(
+        &self,
+        target: &TargetSpec,
+    ) -> Result<Vec<ScopeSpec>, ScheduleError> {
         target.validate().map_err(ScheduleError::Invalid)?;
         let mut entries = Vec::new();
         match target {
@@ -312,10 +315,8 @@ impl ScheduleManager {
             created_at: now,
             updated_at: now,
         };
-        let scopes: Vec<ScheduleScope> = scopes
-            .into_iter()
-            .map(|s| self.new_scope(id, s))
-            .collect();
+        let scopes: Vec<ScheduleScope> =
+            scopes.into_iter().map(|s| self.new_scope(id, s)).collect();
         self.store.schedule_create(&schedule, &scopes).await?;
         tracing::info!(
             schedule_id = %id,
@@ -598,9 +599,13 @@ impl ScheduleManager {
 
     /// Removes one scope; the last one of a schedule stays (spec §6.5).
     pub async fn remove_scope(&self, scope_id: Uuid) -> Result<(), ScheduleError> {
-        let scope = self.store.schedule_scope_get(scope_id).await?.ok_or_else(|| {
-            ScheduleError::NotFound(format!("task schedule scope {scope_id} not found"))
-        })?;
+        let scope = self
+            .store
+            .schedule_scope_get(scope_id)
+            .await?
+            .ok_or_else(|| {
+                ScheduleError::NotFound(format!("task schedule scope {scope_id} not found"))
+            })?;
         self.locked(scope.schedule_id, |lock, _| {
             if !lock.scopes.iter().any(|s| s.id == scope_id) {
                 return Err(ScheduleError::NotFound(format!(
@@ -636,11 +641,18 @@ impl ScheduleManager {
         };
         let (schedules, _) = self
             .store
-            .schedule_list(&filter, Page { offset: 0, limit: 0 })
+            .schedule_list(
+                &filter,
+                Page {
+                    offset: 0,
+                    limit: 0,
+                },
+            )
             .await?;
         let mut out = Vec::new();
         for s in schedules {
-            if Some(s.id) == exclude || !types_may_conflict(template.task_type, s.template.task_type)
+            if Some(s.id) == exclude
+                || !types_may_conflict(template.task_type, s.template.task_type)
             {
                 continue;
             }
@@ -693,7 +705,10 @@ impl ScheduleManager {
     async fn sleep_for(&self) -> Duration {
         let poll = self.config.poll_interval;
         match self.store.schedule_next_due().await {
-            Ok(Some(at)) => (at - self.clock.now()).to_std().unwrap_or(Duration::ZERO).min(poll),
+            Ok(Some(at)) => (at - self.clock.now())
+                .to_std()
+                .unwrap_or(Duration::ZERO)
+                .min(poll),
             Ok(None) => poll,
             Err(e) => {
                 tracing::warn!(error = %e, "reading the next schedule due time failed");
@@ -719,7 +734,9 @@ impl ScheduleManager {
                     }
                 }
                 Ok(None) => {}
-                Err(e) => tracing::error!(schedule_id = %id, error = %e, "claiming a due schedule failed"),
+                Err(e) => {
+                    tracing::error!(schedule_id = %id, error = %e, "claiming a due schedule failed")
+                }
             }
         }
         Ok(claimed)
@@ -734,7 +751,11 @@ impl ScheduleManager {
             fire = Self::plan_claim(lock, now);
             Ok(())
         };
-        let Some(lock) = self.store.schedule_lock_apply(id, Some(now), &mut apply).await? else {
+        let Some(lock) = self
+            .store
+            .schedule_lock_apply(id, Some(now), &mut apply)
+            .await?
+        else {
             return Ok(None);
         };
         Ok(Some(fire.map(|(fire_at, scopes)| Firing {

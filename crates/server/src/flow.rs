@@ -876,27 +876,45 @@ impl Flow for FlowService {
 
     // ---- task schedules (crate::schedules) ----
 
-    async fn create_task_schedule(&self, req: Request<pb::CreateTaskScheduleRequest>) -> Reply<pb::TaskSchedule> {
+    async fn create_task_schedule(
+        &self,
+        req: Request<pb::CreateTaskScheduleRequest>,
+    ) -> Reply<pb::TaskSchedule> {
         crate::schedules::create(&self.schedules, req.into_inner()).await
     }
 
-    async fn get_task_schedule(&self, req: Request<pb::GetTaskScheduleRequest>) -> Reply<pb::TaskSchedule> {
+    async fn get_task_schedule(
+        &self,
+        req: Request<pb::GetTaskScheduleRequest>,
+    ) -> Reply<pb::TaskSchedule> {
         crate::schedules::get(&self.schedules, req.into_inner()).await
     }
 
-    async fn list_task_schedules(&self, req: Request<pb::ListTaskSchedulesRequest>) -> Reply<pb::ListTaskSchedulesResponse> {
+    async fn list_task_schedules(
+        &self,
+        req: Request<pb::ListTaskSchedulesRequest>,
+    ) -> Reply<pb::ListTaskSchedulesResponse> {
         crate::schedules::list(&self.schedules, req.into_inner()).await
     }
 
-    async fn update_task_schedule(&self, req: Request<pb::UpdateTaskScheduleRequest>) -> Reply<pb::TaskSchedule> {
+    async fn update_task_schedule(
+        &self,
+        req: Request<pb::UpdateTaskScheduleRequest>,
+    ) -> Reply<pb::TaskSchedule> {
         crate::schedules::update(&self.schedules, req.into_inner()).await
     }
 
-    async fn pause_task_schedule(&self, req: Request<pb::PauseTaskScheduleRequest>) -> Reply<pb::TaskSchedule> {
+    async fn pause_task_schedule(
+        &self,
+        req: Request<pb::PauseTaskScheduleRequest>,
+    ) -> Reply<pb::TaskSchedule> {
         crate::schedules::pause(&self.schedules, req.into_inner()).await
     }
 
-    async fn resume_task_schedule(&self, req: Request<pb::ResumeTaskScheduleRequest>) -> Reply<pb::TaskSchedule> {
+    async fn resume_task_schedule(
+        &self,
+        req: Request<pb::ResumeTaskScheduleRequest>,
+    ) -> Reply<pb::TaskSchedule> {
         crate::schedules::resume(&self.schedules, req.into_inner()).await
     }
 
@@ -904,28 +922,45 @@ impl Flow for FlowService {
         crate::schedules::delete(&self.schedules, req.into_inner()).await
     }
 
-    async fn trigger_task_schedule(&self, req: Request<pb::TriggerTaskScheduleRequest>) -> Reply<pb::SubmitTaskResponse> {
+    async fn trigger_task_schedule(
+        &self,
+        req: Request<pb::TriggerTaskScheduleRequest>,
+    ) -> Reply<pb::SubmitTaskResponse> {
         crate::schedules::trigger(&self.schedules, req.into_inner()).await
     }
 
-    async fn add_task_schedule_scope(&self, req: Request<pb::AddTaskScheduleScopeRequest>) -> Reply<pb::AddTaskScheduleScopeResponse> {
+    async fn add_task_schedule_scope(
+        &self,
+        req: Request<pb::AddTaskScheduleScopeRequest>,
+    ) -> Reply<pb::AddTaskScheduleScopeResponse> {
         crate::schedules::add_scope(&self.schedules, req.into_inner()).await
     }
 
-    async fn remove_task_schedule_scope(&self, req: Request<pb::RemoveTaskScheduleScopeRequest>) -> Reply<()> {
+    async fn remove_task_schedule_scope(
+        &self,
+        req: Request<pb::RemoveTaskScheduleScopeRequest>,
+    ) -> Reply<()> {
         crate::schedules::remove_scope(&self.schedules, req.into_inner()).await
     }
 
-    async fn update_task_schedule_scope(&self, req: Request<pb::UpdateTaskScheduleScopeRequest>) -> Reply<pb::UpdateTaskScheduleScopeResponse> {
+    async fn update_task_schedule_scope(
+        &self,
+        req: Request<pb::UpdateTaskScheduleScopeRequest>,
+    ) -> Reply<pb::UpdateTaskScheduleScopeResponse> {
         crate::schedules::update_scope(&self.schedules, req.into_inner()).await
     }
 
-    async fn list_task_schedule_scopes(&self, req: Request<pb::ListTaskScheduleScopesRequest>) -> Reply<pb::ListTaskScheduleScopesResponse> {
+    async fn list_task_schedule_scopes(
+        &self,
+        req: Request<pb::ListTaskScheduleScopesRequest>,
+    ) -> Reply<pb::ListTaskScheduleScopesResponse> {
         crate::schedules::list_scopes(&self.schedules, req.into_inner()).await
     }
 
-    async fn check_schedule_conflicts(&self, req: Request<pb::CheckScheduleConflictsRequest>) -> Reply<pb::CheckScheduleConflictsResponse> {
+    async fn check_schedule_conflicts(
+        &self,
+        req: Request<pb::CheckScheduleConflictsRequest>,
+    ) -> Reply<pb::CheckScheduleConflictsResponse> {
         crate::schedules::check_conflicts(&self.schedules, req.into_inner()).await
     }
-
 }

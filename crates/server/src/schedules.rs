@@ -51,7 +51,10 @@ pub(crate) async fn create(
     Ok(Response::new(conv::pb_schedule(&s)))
 }
 
-pub(crate) async fn get(m: &ScheduleManager, req: pb::GetTaskScheduleRequest) -> Reply<pb::TaskSchedule> {
+pub(crate) async fn get(
+    m: &ScheduleManager,
+    req: pb::GetTaskScheduleRequest,
+) -> Reply<pb::TaskSchedule> {
     let id = conv::schedule_id(req.id.as_ref(), "id").map_err(ApiError::from)?;
     let s = m.get(id).await.map_err(ApiError::from)?;
     Ok(Response::new(conv::pb_schedule(&s)))
@@ -97,7 +100,10 @@ pub(crate) async fn update(
     Ok(Response::new(conv::pb_schedule(&s)))
 }
 
-pub(crate) async fn pause(m: &ScheduleManager, req: pb::PauseTaskScheduleRequest) -> Reply<pb::TaskSchedule> {
+pub(crate) async fn pause(
+    m: &ScheduleManager,
+    req: pb::PauseTaskScheduleRequest,
+) -> Reply<pb::TaskSchedule> {
     let id = conv::schedule_id(req.id.as_ref(), "id").map_err(ApiError::from)?;
     let s = m.pause(id).await.map_err(ApiError::from)?;
     Ok(Response::new(conv::pb_schedule(&s)))
@@ -134,7 +140,8 @@ pub(crate) async fn add_scope(
     req: pb::AddTaskScheduleScopeRequest,
 ) -> Reply<pb::AddTaskScheduleScopeResponse> {
     let id = conv::schedule_id(req.schedule_id.as_ref(), "schedule_id").map_err(ApiError::from)?;
-    let target = conv::scope_target(req.target_spec.as_ref(), "target_spec").map_err(ApiError::from)?;
+    let target =
+        conv::scope_target(req.target_spec.as_ref(), "target_spec").map_err(ApiError::from)?;
     let scopes = m.add_scopes(id, &target).await.map_err(ApiError::from)?;
     Ok(Response::new(pb::AddTaskScheduleScopeResponse {
         scopes: scopes.iter().map(conv::pb_scope).collect(),
@@ -183,7 +190,11 @@ pub(crate) async fn check_conflicts(
 ) -> Reply<pb::CheckScheduleConflictsResponse> {
     let (template, target) =
         conv::scheduled_operation(req.operation.as_ref()).map_err(ApiError::from)?;
-    let exclude = match req.exclude_schedule_id.as_ref().filter(|u| !u.id.trim().is_empty()) {
+    let exclude = match req
+        .exclude_schedule_id
+        .as_ref()
+        .filter(|u| !u.id.trim().is_empty())
+    {
         None => None,
         Some(u) => Some(convert::parse_uuid(&u.id).map_err(|e| {
             ApiError::Invalid(Invalid(format!("invalid exclude_schedule_id: {e}")))

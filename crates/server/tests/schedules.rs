@@ -279,8 +279,16 @@ async fn interval_fires_every_occurrence_with_description_and_last_task(backend:
     )
     .await;
     assert!(s.enabled);
-    assert_eq!(s.overlap_policy, pb::OverlapPolicy::Skip as i32, "unspecified → skip");
-    assert_eq!(s.spec.as_ref().expect("spec").timezone, "", "zone cleared for intervals");
+    assert_eq!(
+        s.overlap_policy,
+        pb::OverlapPolicy::Skip as i32,
+        "unspecified → skip"
+    );
+    assert_eq!(
+        s.spec.as_ref().expect("spec").timezone,
+        "",
+        "zone cleared for intervals"
+    );
     assert_eq!(s.operation_type, "POWER_ON");
     assert_eq!(s.description, "Power On");
     let first = ts(&s.next_run_at).expect("next run");
@@ -296,7 +304,11 @@ async fn interval_fires_every_occurrence_with_description_and_last_task(backend:
     // Fire times sit on the schedule's 1 s grid from the first run.
     let times: Vec<DateTime<Utc>> = on_rack1.iter().map(|(at, _)| *at).collect();
     for w in times.windows(2) {
-        assert_eq!((w[1] - w[0]).num_seconds(), 1, "consecutive occurrences: {times:?}");
+        assert_eq!(
+            (w[1] - w[0]).num_seconds(),
+            1,
+            "consecutive occurrences: {times:?}"
+        );
     }
     assert_eq!(times[0].timestamp(), first.timestamp());
     // One task per scope per occurrence: rack 2 has the same fire times.
@@ -346,7 +358,10 @@ async fn one_time_fires_exactly_once_then_is_spent(backend: Backend) {
         ),
     )
     .await;
-    assert_eq!(ts(&s.next_run_at).map(|t| t.timestamp_millis()), Some(at.timestamp_millis()));
+    assert_eq!(
+        ts(&s.next_run_at).map(|t| t.timestamp_millis()),
+        Some(at.timestamp_millis())
+    );
     let done = wait_schedule(c, &id_of(&s), "spent", |s| !s.enabled).await;
     assert_eq!(done.next_run_at, None);
     assert!(done.last_run_at.is_some());
@@ -355,7 +370,11 @@ async fn one_time_fires_exactly_once_then_is_spent(backend: Backend) {
     assert!(fired_at >= at, "fired before its instant");
     // Give any duplicate firing time to show up.
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert_eq!(fired(c, 1, "once").await.len(), 1, "one-time fires once: {runs:?}");
+    assert_eq!(
+        fired(c, 1, "once").await.len(),
+        1,
+        "one-time fires once: {runs:?}"
+    );
     // A spent one-time schedule cannot be paused, resumed or triggered.
     for code in [
         c.pause_task_schedule(pb::PauseTaskScheduleRequest { id: s.id.clone() })
@@ -461,8 +480,13 @@ async fn pause_and_resume_recompute_the_next_run(backend: Backend) {
         .into_inner();
     assert!(resumed.enabled);
     let next = ts(&resumed.next_run_at).expect("next");
-    assert!(next > first, "recomputed from the resume time: {first} → {next}");
-    assert!(next >= before_resume + chrono::TimeDelta::hours(1) - chrono::TimeDelta::milliseconds(50));
+    assert!(
+        next > first,
+        "recomputed from the resume time: {first} → {next}"
+    );
+    assert!(
+        next >= before_resume + chrono::TimeDelta::hours(1) - chrono::TimeDelta::milliseconds(50)
+    );
     // Resuming an enabled schedule changes nothing.
     let again = c
         .resume_task_schedule(pb::ResumeTaskScheduleRequest { id: s.id.clone() })
@@ -484,10 +508,15 @@ async fn pause_and_resume_recompute_the_next_run(backend: Backend) {
     .await;
     pause(c, &id_of(&fast)).await;
     tokio::time::sleep(Duration::from_millis(1600)).await;
-    assert!(fired(c, 2, "fast").await.is_empty(), "a paused schedule fired");
-    c.resume_task_schedule(pb::ResumeTaskScheduleRequest { id: fast.id.clone() })
-        .await
-        .expect("resume");
+    assert!(
+        fired(c, 2, "fast").await.is_empty(),
+        "a paused schedule fired"
+    );
+    c.resume_task_schedule(pb::ResumeTaskScheduleRequest {
+        id: fast.id.clone(),
+    })
+    .await
+    .expect("resume");
     wait_fired(c, 2, "fast", 1).await;
     pause(c, &id_of(&fast)).await;
     server.stop().await;
@@ -543,7 +572,10 @@ async fn cron_next_run_and_preview_fields(backend: Backend) {
         .expect("update zone")
         .into_inner();
     let spec_now = updated.spec.expect("spec");
-    assert_eq!((spec_now.spec.as_str(), spec_now.timezone.as_str()), ("30 2 * * *", "Asia/Tokyo"));
+    assert_eq!(
+        (spec_now.spec.as_str(), spec_now.timezone.as_str()),
+        ("30 2 * * *", "Asia/Tokyo")
+    );
     let next = ts(&updated.next_run_at).expect("next");
     let local = next.with_timezone(&chrono_tz::Asia::Tokyo);
     assert_eq!((local.hour(), local.minute()), (2, 30));
@@ -590,7 +622,10 @@ async fn validation_errors_and_codes(backend: Backend) {
     let code = |r: Result<tonic::Response<pb::TaskSchedule>, tonic::Status>| {
         r.map(|_| ()).unwrap_err().code()
     };
-    assert_eq!(code(c.create_task_schedule(ok()).await), Code::AlreadyExists);
+    assert_eq!(
+        code(c.create_task_schedule(ok()).await),
+        Code::AlreadyExists
+    );
     let bad = |kind: pb::ScheduleSpecType, text: &str, tz: &str| {
         let mut r = ok();
         r.schedule.as_mut().expect("config").name = "other".into();
@@ -614,18 +649,27 @@ async fn validation_errors_and_codes(backend: Backend) {
     }
     let mut no_op = ok();
     no_op.operation = None;
-    assert_eq!(code(c.create_task_schedule(no_op).await), Code::InvalidArgument);
+    assert_eq!(
+        code(c.create_task_schedule(no_op).await),
+        Code::InvalidArgument
+    );
     let mut unknown_rack = ok();
     unknown_rack.schedule.as_mut().expect("config").name = "ghost".into();
     unknown_rack.operation = Some(power_on(racks_spec(vec![pb::RackTarget {
         identifier: Some(pb::rack_target::Identifier::Id(uuid(Uuid::new_v4()))),
         component_types: vec![],
     }])));
-    assert_eq!(code(c.create_task_schedule(unknown_rack).await), Code::NotFound);
+    assert_eq!(
+        code(c.create_task_schedule(unknown_rack).await),
+        Code::NotFound
+    );
     let mut dup_rack = ok();
     dup_rack.schedule.as_mut().expect("config").name = "twice".into();
     dup_rack.operation = Some(power_on(whole(&[1, 1])));
-    assert_eq!(code(c.create_task_schedule(dup_rack).await), Code::InvalidArgument);
+    assert_eq!(
+        code(c.create_task_schedule(dup_rack).await),
+        Code::InvalidArgument
+    );
     // Nothing of the refused requests was written.
     let all = c
         .list_task_schedules(pb::ListTaskSchedulesRequest::default())
@@ -644,7 +688,10 @@ async fn validation_errors_and_codes(backend: Backend) {
         Code::NotFound
     );
     assert_eq!(
-        code(c.get_task_schedule(pb::GetTaskScheduleRequest { id: None }).await),
+        code(
+            c.get_task_schedule(pb::GetTaskScheduleRequest { id: None })
+                .await
+        ),
         Code::InvalidArgument
     );
     // Update: unknown mask path; a name in use.
@@ -669,11 +716,17 @@ async fn validation_errors_and_codes(backend: Backend) {
         }),
     };
     assert_eq!(
-        code(c.update_task_schedule(rename(&id_of(&other), "x", "schedule.enabled")).await),
+        code(
+            c.update_task_schedule(rename(&id_of(&other), "x", "schedule.enabled"))
+                .await
+        ),
         Code::InvalidArgument
     );
     assert_eq!(
-        code(c.update_task_schedule(rename(&id_of(&other), "dup", "schedule.name")).await),
+        code(
+            c.update_task_schedule(rename(&id_of(&other), "dup", "schedule.name"))
+                .await
+        ),
         Code::AlreadyExists
     );
     let renamed = c
@@ -730,7 +783,10 @@ async fn scopes_merge_reconcile_and_never_empty(backend: Backend) {
     assert_eq!(added.len(), 1);
     assert_eq!(
         types_of(&added[0]),
-        vec![pb::ComponentType::Compute as i32, pb::ComponentType::Nvswitch as i32]
+        vec![
+            pb::ComponentType::Compute as i32,
+            pb::ComponentType::Nvswitch as i32
+        ]
     );
     // A component list cannot merge into a type filter.
     let components = c
@@ -742,7 +798,11 @@ async fn scopes_merge_reconcile_and_never_empty(backend: Backend) {
         .expect("components")
         .into_inner()
         .components;
-    let comp = components[0].info.as_ref().and_then(|i| i.id.clone()).expect("component id");
+    let comp = components[0]
+        .info
+        .as_ref()
+        .and_then(|i| i.id.clone())
+        .expect("component id");
     let by_component = pb::OperationTargetSpec {
         targets: Some(pb::operation_target_spec::Targets::Components(
             pb::ComponentTargets {
@@ -794,7 +854,10 @@ async fn scopes_merge_reconcile_and_never_empty(backend: Backend) {
         .collect();
     assert_eq!(
         racks,
-        [fixture_id(2), fixture_id(3)].iter().map(|u| u.to_string()).collect()
+        [fixture_id(2), fixture_id(3)]
+            .iter()
+            .map(|u| u.to_string())
+            .collect()
     );
     // List by rack filter.
     let listed = c
@@ -816,7 +879,11 @@ async fn scopes_merge_reconcile_and_never_empty(backend: Backend) {
         .into_inner();
     assert_eq!(listed.total, 1);
     // Remove one scope; the last one stays.
-    let scope_ids: Vec<pb::Uuid> = done.scopes.iter().map(|sc| sc.id.clone().expect("id")).collect();
+    let scope_ids: Vec<pb::Uuid> = done
+        .scopes
+        .iter()
+        .map(|sc| sc.id.clone().expect("id"))
+        .collect();
     c.remove_task_schedule_scope(pb::RemoveTaskScheduleScopeRequest {
         scope_id: Some(scope_ids[0].clone()),
     })
@@ -867,12 +934,11 @@ async fn conflict_check_is_by_rack_and_type(backend: Backend) {
         ),
     )
     .await;
-    let check = |op: pb::ScheduledOperation, exclude: Option<pb::Uuid>| {
-        pb::CheckScheduleConflictsRequest {
+    let check =
+        |op: pb::ScheduledOperation, exclude: Option<pb::Uuid>| pb::CheckScheduleConflictsRequest {
             operation: Some(op),
             exclude_schedule_id: exclude,
-        }
-    };
+        };
     let hits = c
         .check_schedule_conflicts(check(power_on(whole(&[2, 3])), None))
         .await
@@ -938,8 +1004,13 @@ async fn trigger_fires_now_even_when_paused(backend: Backend) {
         .into_inner()
         .tasks;
     for t in &tasks {
-        let at = t.description.strip_prefix("manual — ").expect("description");
-        let at = DateTime::parse_from_rfc3339(at).expect("rfc3339").with_timezone(&Utc);
+        let at = t
+            .description
+            .strip_prefix("manual — ")
+            .expect("description");
+        let at = DateTime::parse_from_rfc3339(at)
+            .expect("rfc3339")
+            .with_timezone(&Utc);
         assert!(at.timestamp() >= before.timestamp() && at <= Utc::now());
     }
     let after = get(c, &id_of(&s)).await;
@@ -990,7 +1061,11 @@ async fn restart_after_a_missed_window_fires_once_without_replay(backend: Backen
     )
     .await;
     tokio::time::sleep(Duration::from_millis(3600)).await;
-    assert!(fired(&mut server.client, 1, "missed-interval").await.is_empty());
+    assert!(
+        fired(&mut server.client, 1, "missed-interval")
+            .await
+            .is_empty()
+    );
     let restarted_at = Utc::now();
     server.restart_with(config()).await;
     let c = &mut server.client;
@@ -999,11 +1074,22 @@ async fn restart_after_a_missed_window_fires_once_without_replay(backend: Backen
     // Of the ≥3 occurrences missed while down, exactly one fired: the latest.
     let all = fired(c, 1, "missed-interval").await;
     let missed: Vec<_> = all.iter().filter(|(at, _)| *at <= restarted_at).collect();
-    assert_eq!(missed.len(), 1, "missed occurrences are not replayed: {all:?}");
+    assert_eq!(
+        missed.len(),
+        1,
+        "missed occurrences are not replayed: {all:?}"
+    );
     // The latest missed one (descriptions carry whole seconds).
-    assert!(restarted_at - first[0].0 < chrono::TimeDelta::seconds(2), "{first:?}");
+    assert!(
+        restarted_at - first[0].0 < chrono::TimeDelta::seconds(2),
+        "{first:?}"
+    );
     assert!(s.skipped_count >= 2, "{s:#?}");
-    assert!(s.last_skip_reason.contains("not replayed"), "{}", s.last_skip_reason);
+    assert!(
+        s.last_skip_reason.contains("not replayed"),
+        "{}",
+        s.last_skip_reason
+    );
     // The one-time schedule due while down fires once, late.
     wait_fired(c, 2, "missed-once", 1).await;
     let once = wait_schedule(c, &id_of(&once), "spent", |s| !s.enabled).await;
@@ -1029,7 +1115,11 @@ async fn restart_within_a_catchup_window_coalesces(backend: Backend) {
         nanos: 500_000_000,
     });
     let every = create(c, req).await;
-    assert_eq!(every.catchup_window.map(|d| d.seconds), Some(3), "rounded up to whole seconds");
+    assert_eq!(
+        every.catchup_window.map(|d| d.seconds),
+        Some(3),
+        "rounded up to whole seconds"
+    );
     // A one-time schedule missed by more than its window does not fire.
     let at = Utc::now() + chrono::TimeDelta::milliseconds(300);
     let mut late = create_req(
@@ -1042,8 +1132,10 @@ async fn restart_within_a_catchup_window_coalesces(backend: Backend) {
         pb::OverlapPolicy::Skip,
         power_on(whole(&[2])),
     );
-    late.schedule.as_mut().expect("config").catchup_window =
-        Some(prost_types::Duration { seconds: 1, nanos: 0 });
+    late.schedule.as_mut().expect("config").catchup_window = Some(prost_types::Duration {
+        seconds: 1,
+        nanos: 0,
+    });
     let late = create(c, late).await;
     tokio::time::sleep(Duration::from_millis(5500)).await;
     let restarted_at = Utc::now();
@@ -1056,10 +1148,18 @@ async fn restart_within_a_catchup_window_coalesces(backend: Backend) {
     assert_eq!(missed.len(), 1, "coalesced into one: {all:?}");
     // ~5 missed: about 3 inside the 3 s window (2 coalesced), 2 older.
     assert!(s.skipped_count >= 3, "{s:#?}");
-    assert!(s.last_skip_reason.contains("coalesced"), "{}", s.last_skip_reason);
+    assert!(
+        s.last_skip_reason.contains("coalesced"),
+        "{}",
+        s.last_skip_reason
+    );
     let late = wait_schedule(c, &id_of(&late), "spent", |s| !s.enabled).await;
     assert_eq!(late.skipped_count, 1);
-    assert!(late.last_skip_reason.contains("catch-up window"), "{}", late.last_skip_reason);
+    assert!(
+        late.last_skip_reason.contains("catch-up window"),
+        "{}",
+        late.last_skip_reason
+    );
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(fired(c, 2, "too-late").await.is_empty());
     server.stop().await;
@@ -1076,7 +1176,9 @@ struct Replica {
 }
 
 async fn replica(target: &DbTarget, config: Config) -> Replica {
-    let store: Arc<dyn Store> = rackflow_store::open_store(target).await.expect("open store");
+    let store: Arc<dyn Store> = rackflow_store::open_store(target)
+        .await
+        .expect("open store");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let mut config = config;
@@ -1116,7 +1218,9 @@ async fn shared_database(backend: Backend) -> Option<(DbTarget, Option<(String, 
             let admin = match std::env::var("DATABASE_URL") {
                 Ok(url) if !url.trim().is_empty() => url,
                 _ if std::env::var_os("CI").is_some() => {
-                    panic!("DATABASE_URL must be set in CI: the PostgreSQL tests may not be skipped")
+                    panic!(
+                        "DATABASE_URL must be set in CI: the PostgreSQL tests may not be skipped"
+                    )
                 }
                 _ => return None,
             };
@@ -1160,7 +1264,11 @@ async fn two_replicas_fire_each_occurrence_exactly_once(backend: Backend) {
     // conflict with another schedule's task.
     for (i, name) in NAMES.iter().enumerate() {
         // Created on alternating replicas.
-        let client = if i % 2 == 0 { &mut a.client } else { &mut b.client };
+        let client = if i % 2 == 0 {
+            &mut a.client
+        } else {
+            &mut b.client
+        };
         let s = create(
             client,
             create_req(
@@ -1204,7 +1312,10 @@ async fn two_replicas_fire_each_occurrence_exactly_once(backend: Backend) {
             *per_occurrence.entry(t.description.clone()).or_default() += 1;
         }
         let dup: Vec<_> = per_occurrence.iter().filter(|(_, n)| **n > 1).collect();
-        assert!(dup.is_empty(), "rack {rack}: occurrences fired twice: {dup:?}");
+        assert!(
+            dup.is_empty(),
+            "rack {rack}: occurrences fired twice: {dup:?}"
+        );
         {
             let name = NAMES[rack as usize - 1];
             let times: Vec<DateTime<Utc>> = fired(&mut a.client, rack, name)

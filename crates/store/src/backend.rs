@@ -16,10 +16,9 @@ use uuid::Uuid;
 
 use crate::sql::{RowReader, Sql};
 use crate::{
-    ComponentFilterQuery, ComponentPatch, LockMode, RackFilter, RunLock, ScheduleFilter, ScheduleLock,
-    Store, StoreResult,
-    SubmitDecision, SubmitOutcome, TaskFilter, TaskTransition, TaskUpdate, inventory, rules, runs,
-    schedules, tasks,
+    ComponentFilterQuery, ComponentPatch, LockMode, RackFilter, RunLock, ScheduleFilter,
+    ScheduleLock, Store, StoreResult, SubmitDecision, SubmitOutcome, TaskFilter, TaskTransition,
+    TaskUpdate, inventory, rules, runs, schedules, tasks,
 };
 
 /// An open transaction; dropping it without [`Txn::commit`] rolls back
@@ -482,11 +481,7 @@ impl<B: Backend> Store for B {
         schedules::schedule_next_due(self).await
     }
 
-    async fn schedule_scope_set_last_task(
-        &self,
-        scope_id: Uuid,
-        task_id: Uuid,
-    ) -> StoreResult<()> {
+    async fn schedule_scope_set_last_task(&self, scope_id: Uuid, task_id: Uuid) -> StoreResult<()> {
         schedules::schedule_scope_set_last_task(self, scope_id, task_id).await
     }
 

@@ -571,8 +571,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Records the task a scope's occurrence submitted (no lock: only the
     /// claimer of that occurrence writes it).
-    async fn schedule_scope_set_last_task(&self, scope_id: Uuid, task_id: Uuid)
-    -> StoreResult<()>;
+    async fn schedule_scope_set_last_task(&self, scope_id: Uuid, task_id: Uuid) -> StoreResult<()>;
 
     /// Every change to a schedule and its scopes, in ONE transaction:
     ///

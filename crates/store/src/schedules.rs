@@ -35,8 +35,7 @@ const SCHEDULE_COLUMNS: &str = "id, name, spec_type, spec, timezone, operation_t
      overlap_policy, enabled, next_run_at, last_run_at, catchup_window_secs, skipped_count, \
      last_skip_reason, created_at, updated_at";
 
-const SCOPE_COLUMNS: &str =
-    "id, schedule_id, rack_id, component_filter, last_task_id, created_at";
+const SCOPE_COLUMNS: &str = "id, schedule_id, rack_id, component_filter, last_task_id, created_at";
 
 fn schedule_from_row(row: &impl RowReader) -> StoreResult<TaskSchedule> {
     let template: OperationTemplate = row.json("operation_template")?;
@@ -104,7 +103,11 @@ fn insert_scope_sql(scope: &ScheduleScope, schedule_id: Uuid) -> StoreResult<Sql
     .arg(now()))
 }
 
-async fn insert_scope<T: Txn>(tx: &mut T, scope: &ScheduleScope, schedule_id: Uuid) -> StoreResult<()> {
+async fn insert_scope<T: Txn>(
+    tx: &mut T,
+    scope: &ScheduleScope,
+    schedule_id: Uuid,
+) -> StoreResult<()> {
     let rack_id = scope.rack_id;
     tx.execute(insert_scope_sql(scope, schedule_id)?)
         .await

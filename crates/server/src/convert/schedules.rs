@@ -295,16 +295,14 @@ pub fn pb_scope(s: &ScheduleScope) -> pb::TaskScheduleScope {
             ComponentFilter::Types { types } => Wire::Types(pb::ComponentTypes {
                 types: pb_types(types),
             }),
-            ComponentFilter::Components { components } => {
-                Wire::Components(pb::ComponentTargets {
-                    targets: components
-                        .iter()
-                        .map(|c| pb::ComponentTarget {
-                            identifier: Some(pb::component_target::Identifier::Id(pb_uuid(*c))),
-                        })
-                        .collect(),
-                })
-            }
+            ComponentFilter::Components { components } => Wire::Components(pb::ComponentTargets {
+                targets: components
+                    .iter()
+                    .map(|c| pb::ComponentTarget {
+                        identifier: Some(pb::component_target::Identifier::Id(pb_uuid(*c))),
+                    })
+                    .collect(),
+            }),
         }),
         last_task_id: s.last_task_id.map(pb_uuid),
         created_at: Some(timestamp(s.created_at)),
@@ -333,7 +331,12 @@ mod tests {
             schedule: None,
             update_mask: mask(&["schedule.enabled"]),
         };
-        assert!(schedule_update(&req).unwrap_err().0.contains("schedule.enabled"));
+        assert!(
+            schedule_update(&req)
+                .unwrap_err()
+                .0
+                .contains("schedule.enabled")
+        );
         let req = pb::UpdateTaskScheduleRequest {
             update_mask: None,
             ..req
@@ -383,7 +386,10 @@ mod tests {
             }),
             operation: None,
         };
-        assert_eq!(new_schedule(&req).unwrap_err().0, "schedule name is required");
+        assert_eq!(
+            new_schedule(&req).unwrap_err().0,
+            "schedule name is required"
+        );
         req.schedule.as_mut().expect("config").name = "n".into();
         assert_eq!(new_schedule(&req).unwrap_err().0, "operation is required");
         req.schedule.as_mut().expect("config").spec = Some(pb::ScheduleSpec::default());
