@@ -965,3 +965,7 @@ impl ScheduleManager {
         self.clock.now()
     }
 }
+
+#[cfg(test)]
+#[path = "schedules_tests.rs"]
+mod tests;
