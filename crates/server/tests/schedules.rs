@@ -311,6 +311,21 @@ async fn interval_fires_every_occurrence_with_description_and_last_task(backend:
         );
     }
     assert_eq!(times[0].timestamp(), first.timestamp());
+    // Firing lag: the loop sleeps until the due time, so each task is
+    // created within a fraction of a second of its occurrence.
+    let lags: Vec<i64> = on_rack1
+        .iter()
+        .enumerate()
+        .map(|(k, (_, t))| {
+            let due = first + chrono::TimeDelta::seconds(k as i64);
+            (ts(&t.created_at).expect("created_at") - due).num_milliseconds()
+        })
+        .collect();
+    eprintln!("measured firing lag (ms) per occurrence: {lags:?}");
+    assert!(
+        lags.iter().all(|l| (0..500).contains(l)),
+        "firing lag: {lags:?}"
+    );
     // One task per scope per occurrence: rack 2 has the same fire times.
     let on_rack2: BTreeSet<DateTime<Utc>> = fired(c, 2, "every-second")
         .await
