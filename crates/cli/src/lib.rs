@@ -23,6 +23,7 @@ pub mod report;
 pub mod rule;
 pub mod rule_file;
 pub mod run;
+pub mod schedule;
 pub mod serve;
 pub mod spec;
 pub mod targets;
@@ -89,6 +90,10 @@ pub enum Command {
     /// Manage operation rules and their rack associations.
     #[command(subcommand)]
     Rule(rule::RuleCommand),
+    /// Task schedules: run an operation on persistent rack scopes at an
+    /// interval, on a cron schedule or once.
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
     /// Print the client and server versions.
     Version,
 }
@@ -319,6 +324,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             task::run_watch(server, id, interval, output).await
         }
         Command::Rule(command) => rule::run(server, &command, output).await,
+        Command::Schedule(command) => schedule::run(server, &command, output).await,
         Command::Version => version(server, output).await,
     }
 }

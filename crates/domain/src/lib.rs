@@ -18,6 +18,7 @@ pub mod planner;
 pub mod report;
 pub mod rule;
 pub mod run;
+pub mod schedule;
 pub mod target;
 pub mod task;
 

@@ -10,6 +10,7 @@ pub mod executor;
 pub mod manager;
 pub mod resolve;
 pub mod runs;
+pub mod schedules;
 pub mod sim;
 pub mod tasks;
 

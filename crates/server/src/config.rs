@@ -29,6 +29,8 @@ pub struct Config {
     pub shutdown_grace_secs: u64,
     pub dispatcher: DispatcherSection,
     pub tasks: TasksSection,
+    /// The task-schedule dispatcher (`[schedules]`).
+    pub schedules: SchedulesSection,
     /// The simulated fleet the `sim` provider drives (`[sim]`, `[[sim.faults]]`).
     pub sim: rackflow_engine::sim::SimConfig,
 }
@@ -106,6 +108,45 @@ impl TasksSection {
     }
 }
 
+/// The task-schedule dispatcher (`[schedules]`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SchedulesSection {
+    /// Fire due schedules from this server. Any number of replicas may:
+    /// each occurrence is claimed by exactly one.
+    pub enabled: bool,
+    /// Safety-net poll in milliseconds; the loop otherwise sleeps until the
+    /// earliest next run and is woken by create / update / resume / trigger.
+    pub poll_interval_ms: u64,
+    /// Due schedules claimed per pass.
+    pub batch: i64,
+}
+
+impl Default for SchedulesSection {
+    fn default() -> Self {
+        let d = rackflow_engine::schedules::ScheduleConfig::default();
+        SchedulesSection {
+            enabled: true,
+            poll_interval_ms: u64::try_from(d.poll_interval.as_millis()).unwrap_or(10_000),
+            batch: d.batch,
+        }
+    }
+}
+
+impl SchedulesSection {
+    /// Engine settings; non-positive values fall back to the defaults.
+    pub fn engine(&self) -> rackflow_engine::schedules::ScheduleConfig {
+        let mut d = rackflow_engine::schedules::ScheduleConfig::default();
+        if self.poll_interval_ms > 0 {
+            d.poll_interval = std::time::Duration::from_millis(self.poll_interval_ms);
+        }
+        if self.batch > 0 {
+            d.batch = self.batch;
+        }
+        d
+    }
+}
+
 /// Where runs and inventory are stored. `url` (PostgreSQL) wins over
 /// `sqlite_path` when set.
 #[derive(Clone, Serialize, Deserialize)]
@@ -137,6 +178,7 @@ impl Default for Config {
             shutdown_grace_secs: DEFAULT_SHUTDOWN_GRACE_SECS,
             dispatcher: DispatcherSection::default(),
             tasks: TasksSection::default(),
+            schedules: SchedulesSection::default(),
             sim: rackflow_engine::sim::SimConfig::default(),
         }
     }
@@ -168,6 +210,7 @@ impl std::fmt::Debug for Config {
             .field("shutdown_grace_secs", &self.shutdown_grace_secs)
             .field("dispatcher", &self.dispatcher)
             .field("tasks", &self.tasks)
+            .field("schedules", &self.schedules)
             .field("sim", &self.sim)
             .finish()
     }

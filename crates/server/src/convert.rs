@@ -6,6 +6,7 @@
 
 mod inventory;
 mod runs;
+pub mod schedules;
 mod tasks;
 
 pub use inventory::*;

@@ -8,6 +8,7 @@ use rackflow_domain::inventory::Rack;
 use rackflow_domain::run::Page;
 use rackflow_engine::dispatcher::Dispatcher;
 use rackflow_engine::runs::RunManager;
+use rackflow_engine::schedules::ScheduleManager;
 use rackflow_engine::tasks::{SubmitRequest, TaskManager};
 use rackflow_store::{ComponentFilterQuery, Store};
 use tonic::{Request, Response, Status};
@@ -23,6 +24,7 @@ pub struct FlowService {
     runs: RunManager,
     tasks: Arc<TaskManager>,
     dispatcher: Arc<Dispatcher>,
+    schedules: Arc<ScheduleManager>,
 }
 
 impl FlowService {
@@ -31,12 +33,14 @@ impl FlowService {
         runs: RunManager,
         tasks: Arc<TaskManager>,
         dispatcher: Arc<Dispatcher>,
+        schedules: Arc<ScheduleManager>,
     ) -> Self {
         FlowService {
             store,
             runs,
             tasks,
             dispatcher,
+            schedules,
         }
     }
 
@@ -868,5 +872,95 @@ impl Flow for FlowService {
         Ok(Response::new(pb::ListRackRuleAssociationsResponse {
             associations: associations.iter().map(convert::pb_association).collect(),
         }))
+    }
+
+    // ---- task schedules (crate::schedules) ----
+
+    async fn create_task_schedule(
+        &self,
+        req: Request<pb::CreateTaskScheduleRequest>,
+    ) -> Reply<pb::TaskSchedule> {
+        crate::schedules::create(&self.schedules, req.into_inner()).await
+    }
+
+    async fn get_task_schedule(
+        &self,
+        req: Request<pb::GetTaskScheduleRequest>,
+    ) -> Reply<pb::TaskSchedule> {
+        crate::schedules::get(&self.schedules, req.into_inner()).await
+    }
+
+    async fn list_task_schedules(
+        &self,
+        req: Request<pb::ListTaskSchedulesRequest>,
+    ) -> Reply<pb::ListTaskSchedulesResponse> {
+        crate::schedules::list(&self.schedules, req.into_inner()).await
+    }
+
+    async fn update_task_schedule(
+        &self,
+        req: Request<pb::UpdateTaskScheduleRequest>,
+    ) -> Reply<pb::TaskSchedule> {
+        crate::schedules::update(&self.schedules, req.into_inner()).await
+    }
+
+    async fn pause_task_schedule(
+        &self,
+        req: Request<pb::PauseTaskScheduleRequest>,
+    ) -> Reply<pb::TaskSchedule> {
+        crate::schedules::pause(&self.schedules, req.into_inner()).await
+    }
+
+    async fn resume_task_schedule(
+        &self,
+        req: Request<pb::ResumeTaskScheduleRequest>,
+    ) -> Reply<pb::TaskSchedule> {
+        crate::schedules::resume(&self.schedules, req.into_inner()).await
+    }
+
+    async fn delete_task_schedule(&self, req: Request<pb::DeleteTaskScheduleRequest>) -> Reply<()> {
+        crate::schedules::delete(&self.schedules, req.into_inner()).await
+    }
+
+    async fn trigger_task_schedule(
+        &self,
+        req: Request<pb::TriggerTaskScheduleRequest>,
+    ) -> Reply<pb::SubmitTaskResponse> {
+        crate::schedules::trigger(&self.schedules, req.into_inner()).await
+    }
+
+    async fn add_task_schedule_scope(
+        &self,
+        req: Request<pb::AddTaskScheduleScopeRequest>,
+    ) -> Reply<pb::AddTaskScheduleScopeResponse> {
+        crate::schedules::add_scope(&self.schedules, req.into_inner()).await
+    }
+
+    async fn remove_task_schedule_scope(
+        &self,
+        req: Request<pb::RemoveTaskScheduleScopeRequest>,
+    ) -> Reply<()> {
+        crate::schedules::remove_scope(&self.schedules, req.into_inner()).await
+    }
+
+    async fn update_task_schedule_scope(
+        &self,
+        req: Request<pb::UpdateTaskScheduleScopeRequest>,
+    ) -> Reply<pb::UpdateTaskScheduleScopeResponse> {
+        crate::schedules::update_scope(&self.schedules, req.into_inner()).await
+    }
+
+    async fn list_task_schedule_scopes(
+        &self,
+        req: Request<pb::ListTaskScheduleScopesRequest>,
+    ) -> Reply<pb::ListTaskScheduleScopesResponse> {
+        crate::schedules::list_scopes(&self.schedules, req.into_inner()).await
+    }
+
+    async fn check_schedule_conflicts(
+        &self,
+        req: Request<pb::CheckScheduleConflictsRequest>,
+    ) -> Reply<pb::CheckScheduleConflictsResponse> {
+        crate::schedules::check_conflicts(&self.schedules, req.into_inner()).await
     }
 }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod convert;
 pub mod error;
 mod flow;
+mod schedules;
 mod sim_admin;
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use rackflow_api::v1::flow_server::FlowServer;
 use rackflow_engine::dispatcher::Dispatcher;
 use rackflow_engine::executor::{ExecutorConfig, LocalExecutor};
 use rackflow_engine::runs::RunManager;
+use rackflow_engine::schedules::{ScheduleManager, SystemClock};
 use rackflow_engine::sim::SimFleet;
 use rackflow_engine::tasks::TaskManager;
 use rackflow_store::{DbTarget, Store};
@@ -77,8 +79,9 @@ pub async fn serve_on(
 /// handle on it).
 ///
 /// Startup order: task manager (recovery of interrupted tasks, promoter) →
-/// dispatcher → gRPC. Shutdown order: stop accepting and let in-flight RPCs
-/// finish (bounded by `shutdown_grace_secs`) → dispatcher → promoter and
+/// dispatcher → schedule dispatcher → gRPC. Shutdown order: stop accepting and let in-flight RPCs
+/// finish (bounded by `shutdown_grace_secs`) → dispatcher → schedule
+/// dispatcher → promoter and
 /// executors (task rows are left as they are, so the next start resumes
 /// them) → store.
 pub async fn serve_with_fleet(
@@ -118,8 +121,29 @@ pub async fn serve_with_fleet(
         tracing::warn!("dispatcher disabled: operation runs are not driven by this server");
     }
 
+    let schedules = ScheduleManager::new(
+        store.clone(),
+        tasks.clone(),
+        config.schedules.engine(),
+        Arc::new(SystemClock),
+    );
+    let schedules_stop = CancellationToken::new();
+    let schedules_loop = config
+        .schedules
+        .enabled
+        .then(|| schedules.spawn(schedules_stop.clone()));
+    if schedules_loop.is_none() {
+        tracing::warn!("schedule dispatcher disabled: task schedules do not fire on this server");
+    }
+
     let runs = RunManager::new(store.clone(), config.planner.max_candidate_targets);
-    let flow = flow::FlowService::new(store.clone(), runs, tasks.clone(), dispatcher.clone());
+    let flow = flow::FlowService::new(
+        store.clone(),
+        runs,
+        tasks.clone(),
+        dispatcher.clone(),
+        schedules,
+    );
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
@@ -155,6 +179,11 @@ pub async fn serve_with_fleet(
         .await;
     dispatcher_stop.cancel();
     if let Some(handle) = dispatcher_loop {
+        let _ = handle.await;
+    }
+    // Schedule dispatcher after the run dispatcher (the reference's order).
+    schedules_stop.cancel();
+    if let Some(handle) = schedules_loop {
         let _ = handle.await;
     }
     tasks_stop.cancel();

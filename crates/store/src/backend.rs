@@ -16,9 +16,9 @@ use uuid::Uuid;
 
 use crate::sql::{RowReader, Sql};
 use crate::{
-    ComponentFilterQuery, ComponentPatch, LockMode, RackFilter, RunLock, Store, StoreResult,
-    SubmitDecision, SubmitOutcome, TaskFilter, TaskTransition, TaskUpdate, inventory, rules, runs,
-    tasks,
+    ComponentFilterQuery, ComponentPatch, LockMode, RackFilter, RunLock, ScheduleFilter,
+    ScheduleLock, Store, StoreResult, SubmitDecision, SubmitOutcome, TaskFilter, TaskTransition,
+    TaskUpdate, inventory, rules, runs, schedules, tasks,
 };
 
 /// An open transaction; dropping it without [`Txn::commit`] rolls back
@@ -426,5 +426,71 @@ impl<B: Backend> Store for B {
 
     async fn rule_associations_list(&self, rack_id: Uuid) -> StoreResult<Vec<RackRuleAssociation>> {
         rules::rule_associations_list(self, rack_id).await
+    }
+
+    async fn schedule_create(
+        &self,
+        schedule: &rackflow_domain::schedule::TaskSchedule,
+        scopes: &[rackflow_domain::schedule::ScheduleScope],
+    ) -> StoreResult<()> {
+        schedules::schedule_create(self, schedule, scopes).await
+    }
+
+    async fn schedule_get(
+        &self,
+        id: Uuid,
+    ) -> StoreResult<Option<rackflow_domain::schedule::TaskSchedule>> {
+        schedules::schedule_get(self, id).await
+    }
+
+    async fn schedule_list(
+        &self,
+        filter: &ScheduleFilter,
+        page: Page,
+    ) -> StoreResult<(Vec<rackflow_domain::schedule::TaskSchedule>, i64)> {
+        schedules::schedule_list(self, filter, page).await
+    }
+
+    async fn schedule_delete(&self, id: Uuid) -> StoreResult<bool> {
+        schedules::schedule_delete(self, id).await
+    }
+
+    async fn schedule_scopes(
+        &self,
+        schedule_id: Uuid,
+    ) -> StoreResult<Vec<rackflow_domain::schedule::ScheduleScope>> {
+        schedules::schedule_scopes(self, schedule_id).await
+    }
+
+    async fn schedule_scope_get(
+        &self,
+        scope_id: Uuid,
+    ) -> StoreResult<Option<rackflow_domain::schedule::ScheduleScope>> {
+        schedules::schedule_scope_get(self, scope_id).await
+    }
+
+    async fn schedule_due_ids(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<Uuid>> {
+        schedules::schedule_due_ids(self, now, limit).await
+    }
+
+    async fn schedule_next_due(&self) -> StoreResult<Option<chrono::DateTime<chrono::Utc>>> {
+        schedules::schedule_next_due(self).await
+    }
+
+    async fn schedule_scope_set_last_task(&self, scope_id: Uuid, task_id: Uuid) -> StoreResult<()> {
+        schedules::schedule_scope_set_last_task(self, scope_id, task_id).await
+    }
+
+    async fn schedule_lock_apply(
+        &self,
+        id: Uuid,
+        claim_due: Option<chrono::DateTime<chrono::Utc>>,
+        apply: &mut (dyn for<'l> FnMut(&'l mut ScheduleLock) -> StoreResult<()> + Send),
+    ) -> StoreResult<Option<ScheduleLock>> {
+        schedules::schedule_lock_apply(self, id, claim_due, apply).await
     }
 }

@@ -32,6 +32,7 @@ mod inventory;
 mod postgres;
 mod rules;
 mod runs;
+mod schedules;
 mod sql;
 mod sqlite;
 mod tasks;
@@ -174,6 +175,25 @@ pub enum LockMode {
     Runnable,
     /// Manual controls: wait for the lock; any status.
     Wait,
+}
+
+/// Filter of schedule listings (spec §6.5). Set fields AND.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScheduleFilter {
+    /// Schedules with a scope on this rack.
+    pub rack_id: Option<Uuid>,
+    pub enabled_only: bool,
+}
+
+/// A locked schedule handed to [`Store::schedule_lock_apply`]'s `apply`:
+/// change `schedule` and `scopes` in place (add a scope with a fresh id,
+/// drop one by removing it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleLock {
+    pub schedule: rackflow_domain::schedule::TaskSchedule,
+    pub scopes: Vec<rackflow_domain::schedule::ScheduleScope>,
+    /// Status of each scope's `last_task_id` that still exists.
+    pub last_task_status: std::collections::HashMap<Uuid, TaskStatus>,
 }
 
 /// The persistence interface, implemented for SQLite and PostgreSQL.
@@ -499,6 +519,85 @@ pub trait Store: Send + Sync + 'static {
 
     /// The rack's associations ordered by type, code.
     async fn rule_associations_list(&self, rack_id: Uuid) -> StoreResult<Vec<RackRuleAssociation>>;
+
+    // ---- task schedules ---------------------------------------------------
+
+    /// Inserts a schedule and its scopes in one transaction. A name in use
+    /// answers [`StoreError::AlreadyExists`] (`task schedule name "<name>"`),
+    /// a scope rack that does not exist [`StoreError::NotFound`] (`rack
+    /// <id>`); nothing is written then.
+    async fn schedule_create(
+        &self,
+        schedule: &rackflow_domain::schedule::TaskSchedule,
+        scopes: &[rackflow_domain::schedule::ScheduleScope],
+    ) -> StoreResult<()>;
+
+    async fn schedule_get(
+        &self,
+        id: Uuid,
+    ) -> StoreResult<Option<rackflow_domain::schedule::TaskSchedule>>;
+
+    /// Page of schedules ordered by created_at ASC, id ASC, plus the
+    /// filtered total before paging (`Page.limit == 0`: all).
+    async fn schedule_list(
+        &self,
+        filter: &ScheduleFilter,
+        page: Page,
+    ) -> StoreResult<(Vec<rackflow_domain::schedule::TaskSchedule>, i64)>;
+
+    /// Deletes a schedule and its scopes (tasks it created stay). False if
+    /// no such schedule.
+    async fn schedule_delete(&self, id: Uuid) -> StoreResult<bool>;
+
+    /// A schedule's scopes ordered by created_at, id.
+    async fn schedule_scopes(
+        &self,
+        schedule_id: Uuid,
+    ) -> StoreResult<Vec<rackflow_domain::schedule::ScheduleScope>>;
+
+    /// One scope by id.
+    async fn schedule_scope_get(
+        &self,
+        scope_id: Uuid,
+    ) -> StoreResult<Option<rackflow_domain::schedule::ScheduleScope>>;
+
+    /// Ids of enabled schedules whose `next_run_at <= now`, oldest due
+    /// first, at most `limit` (not locked).
+    async fn schedule_due_ids(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Uuid>>;
+
+    /// The earliest `next_run_at` of any enabled schedule (the dispatcher
+    /// sleeps until then).
+    async fn schedule_next_due(&self) -> StoreResult<Option<DateTime<Utc>>>;
+
+    /// Records the task a scope's occurrence submitted (no lock: only the
+    /// claimer of that occurrence writes it).
+    async fn schedule_scope_set_last_task(&self, scope_id: Uuid, task_id: Uuid) -> StoreResult<()>;
+
+    /// Every change to a schedule and its scopes, in ONE transaction:
+    ///
+    /// 1. lock the schedule row — with `claim_due = Some(now)` only if it is
+    ///    enabled and `next_run_at <= now`, skipping it if another
+    ///    transaction holds it (`FOR UPDATE SKIP LOCKED` on PostgreSQL;
+    ///    SQLite's write transaction serialises all writers instead);
+    ///    with `None` waiting for the lock (`FOR UPDATE`);
+    /// 2. load its scopes (created_at order) and the status of each scope's
+    ///    `last_task_id`;
+    /// 3. call `apply`;
+    /// 4. delete the scopes `apply` removed, update those whose filter or
+    ///    last task changed, insert new ones, and write the schedule row if
+    ///    it (or a scope) changed, stamping `updated_at`;
+    /// 5. commit and return the state as written.
+    ///
+    /// `Ok(None)` when the schedule does not exist or was not obtained
+    /// (claim: not due, disabled, or locked elsewhere). An error from
+    /// `apply` or a write rolls back; a name in use answers
+    /// [`StoreError::AlreadyExists`].
+    async fn schedule_lock_apply(
+        &self,
+        id: Uuid,
+        claim_due: Option<DateTime<Utc>>,
+        apply: &mut (dyn for<'l> FnMut(&'l mut ScheduleLock) -> StoreResult<()> + Send),
+    ) -> StoreResult<Option<ScheduleLock>>;
 }
 
 /// Which database to open.

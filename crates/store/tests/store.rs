@@ -3514,7 +3514,9 @@ async fn sqlite_and_postgres_schemas_have_the_same_tables_and_columns() {
             "operation_run_target",
             "rack",
             "rack_rule_associations",
-            "task"
+            "task",
+            "task_schedule",
+            "task_schedule_scope"
         ]
     );
     assert_eq!(lite_tables, by_table(pg_columns));
