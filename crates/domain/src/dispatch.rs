@@ -156,7 +156,31 @@ impl PhaseSummary {
         current_targets: &[OperationRunTarget],
         earlier: EarlierPhases,
     ) -> PhaseSummary {
-        let mut outcome_counts = OutcomeCounts::default();
+        PhaseSummary::with_settled(
+            current_phase_index,
+            total_phases,
+            current_targets,
+            EarlierPhases::default(),
+            earlier,
+        )
+    }
+
+    /// [`PhaseSummary::new`] when the current phase's settled (terminal)
+    /// targets are not among `current_targets` but counted in `settled`
+    /// (the store does not load rows that can no longer change).
+    pub fn with_settled(
+        current_phase_index: i32,
+        total_phases: i32,
+        current_targets: &[OperationRunTarget],
+        settled: EarlierPhases,
+        earlier: EarlierPhases,
+    ) -> PhaseSummary {
+        let mut outcome_counts = OutcomeCounts {
+            completed: settled.completed,
+            failed: settled.failed,
+            terminated: settled.terminated,
+            skipped: settled.skipped,
+        };
         let mut blocked: Vec<(i32, BlockedTarget)> = Vec::new();
         for target in current_targets {
             outcome_counts.add(target.status);
@@ -176,7 +200,9 @@ impl PhaseSummary {
         PhaseSummary {
             current: PhaseStats {
                 phase_index: current_phase_index,
-                selected_targets: i32::try_from(current_targets.len()).unwrap_or(i32::MAX),
+                selected_targets: i32::try_from(current_targets.len())
+                    .unwrap_or(i32::MAX)
+                    .saturating_add(settled.selected),
                 outcome_counts,
             },
             completed: PhaseStats {
@@ -198,12 +224,14 @@ impl PhaseSummary {
     pub fn for_run(
         run: &OperationRun,
         current_targets: &[OperationRunTarget],
+        settled: EarlierPhases,
         earlier: EarlierPhases,
     ) -> PhaseSummary {
-        PhaseSummary::new(
+        PhaseSummary::with_settled(
             run.current_phase_index,
             run.total_phases,
             current_targets,
+            settled,
             earlier,
         )
     }
@@ -1345,6 +1373,48 @@ mod tests {
         earlier: EarlierPhases,
     ) -> PhaseSummary {
         PhaseSummary::new(phase, total, &targets(current), earlier)
+    }
+
+    /// Counting the settled rows instead of loading them gives the summary
+    /// of the whole phase, for every phase of up to four rows (8^4 lists).
+    #[test]
+    fn summary_with_settled_counts_equals_summary_of_all_rows() {
+        let statuses = [
+            TargetStatus::Pending,
+            TargetStatus::Blocked,
+            TargetStatus::Submitted,
+            TargetStatus::Completed,
+            TargetStatus::Failed,
+            TargetStatus::Terminated,
+            TargetStatus::Skipped,
+            TargetStatus::Claimed,
+        ];
+        let prior = earlier(6, 2, 1, 1);
+        for len in 0..=4u32 {
+            for code in 0..8usize.pow(len) {
+                let list: Vec<TargetStatus> = (0..len)
+                    .map(|i| statuses[(code / 8usize.pow(i)) % 8])
+                    .collect();
+                let rows = targets(&list);
+                let (settled_rows, live): (Vec<_>, Vec<_>) =
+                    rows.iter().cloned().partition(|t| t.status.is_terminal());
+                let mut settled = EarlierPhases::default();
+                for t in &settled_rows {
+                    settled.selected += 1;
+                    match t.status {
+                        TargetStatus::Completed => settled.completed += 1,
+                        TargetStatus::Failed => settled.failed += 1,
+                        TargetStatus::Terminated => settled.terminated += 1,
+                        _ => settled.skipped += 1,
+                    }
+                }
+                assert_eq!(
+                    PhaseSummary::with_settled(1, 3, &live, settled, prior),
+                    PhaseSummary::new(1, 3, &rows, prior),
+                    "{list:?}"
+                );
+            }
+        }
     }
 
     fn earlier(selected: i32, completed: i32, failed: i32, terminated: i32) -> EarlierPhases {

@@ -357,7 +357,7 @@ impl TaskManager {
                 tracing::info!(task_id = %stored.id, rack_id = %rack_id, operation = %stored.operation(), status = %stored.status, "task submitted");
                 self.emit(&stored);
                 if stored.status == TaskStatus::Pending {
-                    self.start(stored.clone(), explicit.cloned()).await;
+                    self.start(stored.clone(), Some(resolved)).await;
                 }
                 Ok(stored.id)
             }
@@ -407,9 +407,12 @@ impl TaskManager {
     // ---- execution --------------------------------------------------------
 
     /// Freezes the rule onto a pending task, marks it running and hands it
-    /// to the executor in the background.
-    async fn start(self: &Arc<Self>, task: Task, explicit: Option<OperationRule>) {
-        let resolved = match (&explicit, &task.rule_definition) {
+    /// to the executor in the background. `resolved` is the rule the
+    /// submission just resolved (resolving it again here cost two reads per
+    /// task); a promoted or recovered task passes `None` and resolves now.
+    async fn start(self: &Arc<Self>, task: Task, resolved: Option<rule::ResolvedRule>) {
+        let resolved = match (resolved, &task.rule_definition) {
+            (Some(resolved), _) => resolved,
             // The explicit rule frozen at submission (see `submit_rack`):
             // a promoted or recovered task keeps the rule it was asked for.
             (None, Some(definition)) => rule::ResolvedRule {
@@ -417,14 +420,9 @@ impl TaskManager {
                 applied_rule_id: task.applied_rule_id,
                 source: rule::RuleSource::Explicit,
             },
-            _ => {
-                self.resolve_rule(
-                    task.task_type,
-                    &task.information.code,
-                    task.rack_id,
-                    explicit.as_ref(),
-                )
-                .await
+            (None, None) => {
+                self.resolve_rule(task.task_type, &task.information.code, task.rack_id, None)
+                    .await
             }
         };
         let update = TaskUpdate {
@@ -820,7 +818,7 @@ impl StoreSink {
                     report: Some(value),
                     ..Default::default()
                 };
-                if let Err(e) = store.task_update(task_id, &update).await {
+                if let Err(e) = store.task_update_quiet(task_id, &update).await {
                     tracing::warn!(task_id = %task_id, error = %e, "report not persisted");
                 }
             }

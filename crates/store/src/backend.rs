@@ -112,10 +112,16 @@ macro_rules! sqlx_backend {
         xact_lock: $xact_lock:path,
         task_has_component: $task_has_component:path,
         for_update: $for_update:path,
-        count_where: $count_where:path $(,)?
+        count_where: $count_where:path,
+        write_gate: $write_gate:path $(,)?
     ) => {
-        /// An open transaction of this dialect.
-        pub(crate) struct $tx(sqlx::Transaction<'static, $db>);
+        /// An open transaction of this dialect, holding the in-process
+        /// write gate where the dialect has one (see [`$write_gate`]).
+        pub(crate) struct $tx {
+            tx: sqlx::Transaction<'static, $db>,
+            // Declared after `tx`: released only once the transaction is.
+            _gate: Option<tokio::sync::OwnedMutexGuard<()>>,
+        }
 
         #[async_trait::async_trait]
         impl $crate::backend::Txn for $tx {
@@ -124,7 +130,7 @@ macro_rules! sqlx_backend {
             async fn execute(&mut self, sql: $crate::sql::Sql) -> Result<u64, sqlx::Error> {
                 let $crate::sql::Sql { text, args } = sql;
                 Ok($bind(sqlx::query(&text), args)
-                    .execute(&mut *self.0)
+                    .execute(&mut *self.tx)
                     .await?
                     .rows_affected())
             }
@@ -132,16 +138,16 @@ macro_rules! sqlx_backend {
             async fn fetch_all(&mut self, sql: $crate::sql::Sql) -> Result<Vec<$row>, sqlx::Error> {
                 let $crate::sql::Sql { text, args } = sql;
                 $bind(sqlx::query(&text), args)
-                    .fetch_all(&mut *self.0)
+                    .fetch_all(&mut *self.tx)
                     .await
             }
 
             async fn commit(self) -> Result<(), sqlx::Error> {
-                self.0.commit().await
+                self.tx.commit().await
             }
 
             async fn rollback(self) -> Result<(), sqlx::Error> {
-                self.0.rollback().await
+                self.tx.rollback().await
             }
         }
 
@@ -154,11 +160,22 @@ macro_rules! sqlx_backend {
 
             async fn fetch_all(&self, sql: $crate::sql::Sql) -> Result<Vec<$row>, sqlx::Error> {
                 let $crate::sql::Sql { text, args } = sql;
+                let _gate = match $write_gate(self) {
+                    Some(gate) if $crate::sql::is_write(&text) => Some(gate.lock().await),
+                    _ => None,
+                };
                 $bind(sqlx::query(&text), args).fetch_all(&self.pool).await
             }
 
             async fn begin(&self) -> Result<$tx, sqlx::Error> {
-                Ok($tx(self.pool.begin_with($begin).await?))
+                let gate = match $write_gate(self) {
+                    Some(gate) => Some(std::sync::Arc::clone(gate).lock_owned().await),
+                    None => None,
+                };
+                Ok($tx {
+                    tx: self.pool.begin_with($begin).await?,
+                    _gate: gate,
+                })
             }
 
             fn like(sql: &mut $crate::sql::Sql, column: &str, like_pattern: &str) -> String {
@@ -329,6 +346,10 @@ impl<B: Backend> Store for B {
 
     async fn task_update(&self, id: Uuid, update: &TaskUpdate) -> StoreResult<Option<Task>> {
         tasks::task_update(self, id, update).await
+    }
+
+    async fn task_update_quiet(&self, id: Uuid, update: &TaskUpdate) -> StoreResult<bool> {
+        tasks::task_update_quiet(self, id, update).await
     }
 
     async fn task_get(&self, id: Uuid) -> StoreResult<Option<Task>> {

@@ -155,10 +155,20 @@ pub struct TaskFilter {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunLock {
     pub run: OperationRun,
-    /// Targets of `run.current_phase_index`, ordered by sequence_index, locked.
+    /// The *unsettled* targets of `run.current_phase_index` (every status
+    /// but the terminal completed, failed, terminated and skipped), ordered
+    /// by sequence_index, locked. Settled targets never change again, so
+    /// they are only counted (`settled`): a dispatcher attempt per freed
+    /// slot used to read and decode every target of the phase, twice.
     pub targets: Vec<OperationRunTarget>,
+    /// Aggregate of the current phase's settled targets (not loaded).
+    pub settled: EarlierPhases,
     /// Aggregate of targets with phase_index < current (not locked).
     pub earlier: EarlierPhases,
+    /// Status and message of the child task of every locked target that has
+    /// one, read in the same statement as the targets (the task rows are
+    /// not locked): what reconciliation needs, without a read of its own.
+    pub task_states: std::collections::HashMap<Uuid, (TaskStatus, String)>,
 }
 
 /// How [`Store::run_lock_apply`] takes the run's row lock.
@@ -339,10 +349,11 @@ pub trait Store: Send + Sync + 'static {
     /// 1. lock the run row per `mode` (PostgreSQL: `FOR UPDATE SKIP LOCKED`
     ///    and only pending / running for [`LockMode::Runnable`], `FOR
     ///    UPDATE` for [`LockMode::Wait`]; SQLite: the write transaction);
-    /// 2. lock its current-phase target rows (`FOR UPDATE`, ordered by
-    ///    phase_index, sequence_index);
-    /// 3. aggregate the earlier phases (phase_index < current, one row of
-    ///    counts, not locked);
+    /// 2. lock its unsettled current-phase target rows (`FOR UPDATE`,
+    ///    ordered by phase_index, sequence_index), with their child task's
+    ///    status and message;
+    /// 3. aggregate the earlier phases (phase_index < current) and the
+    ///    current phase's settled targets (one row of counts, not locked);
     /// 4. call `apply(&mut lock)`;
     /// 5. write every target of `lock.targets` whose dispatch state
     ///    (`task_id`, `status`, `message`, `retry_after`, `retry_state`)
@@ -429,6 +440,11 @@ pub trait Store: Send + Sync + 'static {
     /// as [`TaskUpdate::queue_expires_at`] says. A `Some("")` text clears
     /// the field.
     async fn task_update(&self, id: Uuid, update: &TaskUpdate) -> StoreResult<Option<Task>>;
+
+    /// [`Store::task_update`] without reading the row back: true when the
+    /// task existed with an expected status and was updated. For writers
+    /// that do not need the row (report snapshots, several per task).
+    async fn task_update_quiet(&self, id: Uuid, update: &TaskUpdate) -> StoreResult<bool>;
 
     async fn task_get(&self, id: Uuid) -> StoreResult<Option<Task>>;
 

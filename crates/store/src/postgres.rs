@@ -69,6 +69,12 @@ sqlx_backend! {
     task_has_component: task_has_component,
     for_update: row_lock,
     count_where: count_filter,
+    write_gate: no_write_gate,
+}
+
+/// PostgreSQL writers run side by side; row and advisory locks order them.
+fn no_write_gate(_: &PgStore) -> Option<&std::sync::Arc<tokio::sync::Mutex<()>>> {
+    None
 }
 
 type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;

@@ -22,6 +22,7 @@ use rackflow_domain::run::{
     NameQuery, OperationRun, OperationRunTarget, Page, PhaseScope, RetryState, RunConfiguration,
     RunListFilter, RunReason, RunStatus, TargetQuery, TargetStatus,
 };
+use rackflow_domain::task::TaskStatus;
 use uuid::Uuid;
 
 use crate::backend::{Backend, Txn, fetch_count};
@@ -540,26 +541,46 @@ async fn lock_apply_persist<'a, B: Backend>(
     let run = run_from_row(row)?;
     let phase = run.current_phase_index;
 
+    // The child tasks' states come with the targets (an outer join, so the
+    // statement costs what the target read alone did); only the target rows
+    // are locked.
+    let qualified: Vec<String> = TARGET_COLUMNS
+        .split(", ")
+        .map(|column| format!("t.{column} AS {column}"))
+        .collect();
+    let row_lock = match B::for_update(false) {
+        "" => String::new(),
+        clause => format!("{clause} OF t"),
+    };
     let lock_targets = Sql::new(format!(
-        "SELECT {TARGET_COLUMNS} FROM operation_run_target \
-         WHERE operation_run_id = $1 AND phase_index = $2 \
-         ORDER BY phase_index ASC, sequence_index ASC{}",
-        B::for_update(false)
+        "SELECT {}, k.status AS task_status, k.message AS task_message \
+         FROM operation_run_target t LEFT JOIN task k ON k.id = t.task_id \
+         WHERE t.operation_run_id = $1 AND t.phase_index = $2 AND t.status NOT IN {SETTLED} \
+         ORDER BY t.phase_index ASC, t.sequence_index ASC{row_lock}",
+        qualified.join(", ")
     ))
     .arg(run_id)
     .arg(phase);
-    let targets = tx
-        .fetch_all(lock_targets)
-        .await?
-        .iter()
-        .map(target_from_row)
-        .collect::<StoreResult<Vec<_>>>()?;
-    let earlier = earlier_phases::<B>(tx, run_id, phase).await?;
+    let rows = tx.fetch_all(lock_targets).await?;
+    let mut targets = Vec::with_capacity(rows.len());
+    let mut task_states = std::collections::HashMap::new();
+    for row in &rows {
+        let target = target_from_row(row)?;
+        if let (Some(task_id), Some(status)) = (target.task_id, row.opt_text("task_status")?) {
+            let status = parse_named("task.status", &status, TaskStatus::parse)?;
+            let message = row.opt_text("task_message")?.unwrap_or_default();
+            task_states.insert(task_id, (status, message));
+        }
+        targets.push(target);
+    }
+    let (earlier, settled) = phase_aggregates::<B>(tx, run_id, phase).await?;
 
     let mut lock = RunLock {
         run: run.clone(),
         targets: targets.clone(),
+        settled,
         earlier,
+        task_states,
     };
     apply(&mut lock)?;
 
@@ -597,38 +618,65 @@ async fn lock_apply_persist<'a, B: Backend>(
     Ok(Some(()))
 }
 
-/// The aggregate of the run's targets in phases before `phase` (§3.4,
-/// §7.3): one row of counts.
-async fn earlier_phases<B: Backend>(
+/// Terminal target statuses: a settled target never changes again.
+const SETTLED: &str = "('completed', 'failed', 'terminated', 'skipped')";
+
+/// In one row of counts: the aggregate of the run's targets in phases
+/// before `phase` (§3.4, §7.3), and of the settled targets of `phase`.
+async fn phase_aggregates<B: Backend>(
     tx: &mut B::Tx,
     run_id: Uuid,
     phase: i32,
-) -> StoreResult<EarlierPhases> {
+) -> StoreResult<(EarlierPhases, EarlierPhases)> {
+    let mut columns = Vec::new();
+    for (prefix, scope) in [
+        ("earlier", "phase_index < $2"),
+        ("settled", "phase_index = $2"),
+    ] {
+        let selected = if prefix == "settled" {
+            format!("{scope} AND status IN {SETTLED}")
+        } else {
+            scope.to_string()
+        };
+        columns.push(format!(
+            "{} AS {prefix}_selected",
+            B::count_where(&selected)
+        ));
+        for status in ["completed", "failed", "terminated", "skipped"] {
+            columns.push(format!(
+                "{} AS {prefix}_{status}",
+                B::count_where(&format!("{scope} AND status = '{status}'"))
+            ));
+        }
+    }
     let sql = Sql::new(format!(
-        "SELECT COUNT(*) AS selected, {} AS completed, {} AS failed, {} AS terminated, \
-         {} AS skipped FROM operation_run_target \
-         WHERE operation_run_id = $1 AND phase_index < $2",
-        B::count_where("status = 'completed'"),
-        B::count_where("status = 'failed'"),
-        B::count_where("status = 'terminated'"),
-        B::count_where("status = 'skipped'"),
+        "SELECT {} FROM operation_run_target WHERE operation_run_id = $1 AND phase_index <= $2",
+        columns.join(", ")
     ))
     .arg(run_id)
     .arg(phase);
     let rows = tx.fetch_all(sql).await?;
     let Some(row) = rows.first() else {
-        return Ok(EarlierPhases::default());
+        return Ok((EarlierPhases::default(), EarlierPhases::default()));
     };
     let count = |col: &'static str| -> StoreResult<i32> {
         Ok(i32::try_from(row.i64(col)?).unwrap_or(i32::MAX))
     };
-    Ok(EarlierPhases {
-        selected: count("selected")?,
-        completed: count("completed")?,
-        failed: count("failed")?,
-        terminated: count("terminated")?,
-        skipped: count("skipped")?,
-    })
+    let earlier = EarlierPhases {
+        selected: count("earlier_selected")?,
+        completed: count("earlier_completed")?,
+        failed: count("earlier_failed")?,
+        terminated: count("earlier_terminated")?,
+        skipped: count("earlier_skipped")?,
+    };
+    let settled = EarlierPhases {
+        selected: count("settled_selected")?,
+        completed: count("settled_completed")?,
+        failed: count("settled_failed")?,
+        terminated: count("settled_terminated")?,
+        skipped: count("settled_skipped")?,
+    };
+    Ok((earlier, settled))
 }
 
 /// Whether a target's written columns differ (what else `apply` may have

@@ -134,6 +134,40 @@ pub(crate) fn to_json<T: serde::Serialize>(
     })
 }
 
+/// Whether a statement writes (its first keyword is INSERT, UPDATE, DELETE
+/// or REPLACE): such statements outside a transaction take the SQLite
+/// write gate. The store's SQL never writes through a `WITH` prefix.
+pub(crate) fn is_write(text: &str) -> bool {
+    let keyword = text
+        .trim_start()
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or("");
+    ["INSERT", "UPDATE", "DELETE", "REPLACE"]
+        .iter()
+        .any(|w| keyword.eq_ignore_ascii_case(w))
+}
+
+#[cfg(test)]
+mod write_detection_tests {
+    use super::is_write;
+
+    #[test]
+    fn statements_that_write_are_recognised() {
+        for text in [
+            "INSERT INTO task VALUES (1)",
+            "  update task SET x = 1",
+            "\nDELETE FROM rack",
+            "REPLACE INTO t VALUES (1)",
+        ] {
+            assert!(is_write(text), "{text}");
+        }
+        for text in ["SELECT 1", "  select * from task", "", "UPDATED"] {
+            assert!(!is_write(text), "{text}");
+        }
+    }
+}
+
 /// A statement and its arguments.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Sql {

@@ -10,6 +10,7 @@
 //! stands in for PostgreSQL's row locks (`FOR UPDATE`, advisory locks).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -37,6 +38,8 @@ const TS_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.6fZ";
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// One writer at a time in this process (see [`write_gate`]).
+    write_gate: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl SqliteStore {
@@ -84,7 +87,10 @@ impl SqliteStore {
 
     async fn migrated(pool: SqlitePool) -> StoreResult<SqliteStore> {
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        Ok(SqliteStore { pool })
+        Ok(SqliteStore {
+            pool,
+            write_gate: Arc::new(tokio::sync::Mutex::new(())),
+        })
     }
 
     /// The connection pool, for callers that need SQL the store does not
@@ -113,6 +119,20 @@ sqlx_backend! {
     task_has_component: task_has_component,
     for_update: no_row_lock,
     count_where: sum_case,
+    write_gate: write_gate,
+}
+
+/// SQLite admits one writer at a time, and a connection that finds the
+/// write lock taken waits in SQLite's busy handler, which sleeps 1, 2, 5,
+/// 10, … ms between tries. With the dispatcher, the executors' report
+/// writes and the task updates all writing at once, those sleeps added
+/// milliseconds to every slot turnover of a rollout. Writers of this
+/// process therefore queue on an async mutex (FIFO) before they begin, so
+/// each gets the lock the moment the previous one commits; readers never
+/// take it (WAL lets them run beside the writer). Another process on the
+/// same file still meets the busy timeout, as before.
+fn write_gate(store: &SqliteStore) -> Option<&Arc<tokio::sync::Mutex<()>>> {
+    Some(&store.write_gate)
 }
 
 type Query<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>;

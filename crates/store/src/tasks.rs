@@ -348,6 +348,28 @@ pub(crate) async fn task_update<B: Backend>(
     id: Uuid,
     update: &TaskUpdate,
 ) -> StoreResult<Option<Task>> {
+    let rows = backend
+        .fetch_all(task_update_sql(id, update, true)?)
+        .await
+        .map_err(|e| task_update_error(e, update))?;
+    first_task(&rows)
+}
+
+pub(crate) async fn task_update_quiet<B: Backend>(
+    backend: &B,
+    id: Uuid,
+    update: &TaskUpdate,
+) -> StoreResult<bool> {
+    let rows = backend
+        .fetch_all(task_update_sql(id, update, false)?)
+        .await
+        .map_err(|e| task_update_error(e, update))?;
+    Ok(!rows.is_empty())
+}
+
+/// The UPDATE of [`task_update`]; it returns the whole row when
+/// `whole_row`, else only the id (so that a match is still visible).
+fn task_update_sql(id: Uuid, update: &TaskUpdate, whole_row: bool) -> StoreResult<Sql> {
     let now = now();
     let mut sql = Sql::default();
     let mut sets = vec![format!("updated_at = {}", sql.bind(now))];
@@ -383,23 +405,25 @@ pub(crate) async fn task_update<B: Backend>(
         let list = sql.bind_list(update.expected.iter().map(|s| s.as_str()));
         condition.push_str(&format!(" AND status IN {list}"));
     }
+    let returning = if whole_row { TASK_COLUMNS } else { "id" };
     sql.push(&format!(
-        "UPDATE task SET {} WHERE {condition} RETURNING {TASK_COLUMNS}",
+        "UPDATE task SET {} WHERE {condition} RETURNING {returning}",
         sets.join(", ")
     ));
-    let rows = backend.fetch_all(sql).await.map_err(|e| {
-        write_error(
-            e,
-            |_| "task with this idempotency key".to_string(),
-            || {
-                format!(
-                    "operation rule {}",
-                    update.applied_rule_id.flatten().unwrap_or_default()
-                )
-            },
-        )
-    })?;
-    first_task(&rows)
+    Ok(sql)
+}
+
+fn task_update_error(e: sqlx::Error, update: &TaskUpdate) -> StoreError {
+    write_error(
+        e,
+        |_| "task with this idempotency key".to_string(),
+        || {
+            format!(
+                "operation rule {}",
+                update.applied_rule_id.flatten().unwrap_or_default()
+            )
+        },
+    )
 }
 
 pub(crate) async fn task_get<B: Backend>(backend: &B, id: Uuid) -> StoreResult<Option<Task>> {

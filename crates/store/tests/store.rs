@@ -253,6 +253,7 @@ macro_rules! both_dialects {
 }
 
 both_dialects!(
+    run_lock_apply_loads_unsettled_targets_with_child_states,
     rack_create_get_and_lookups,
     rack_list_orders_pages_and_filters,
     rack_soft_delete_cascades_to_components,
@@ -1843,6 +1844,59 @@ async fn phased_run(store: &dyn Store) -> OperationRun {
     ];
     store.run_create(&other, &other_targets).await.unwrap();
     store.run_get(r.id).await.unwrap().unwrap()
+}
+
+/// The lock loads only the current phase's unsettled targets, each with its
+/// child task's status and message, and counts the settled ones.
+async fn run_lock_apply_loads_unsettled_targets_with_child_states(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    let running = submit(store, task(0x7A51, id(1)), TaskStatus::Running).await;
+    let mut r = run(3, "settled");
+    r.status = RunStatus::Running;
+    let mut active = target(50, r.id, 0, 0, TargetStatus::Submitted);
+    active.task_id = Some(running.id);
+    let targets = [
+        active,
+        target(51, r.id, 1, 0, TargetStatus::Completed),
+        target(52, r.id, 2, 0, TargetStatus::Failed),
+        target(53, r.id, 3, 0, TargetStatus::Pending),
+        target(54, r.id, 4, 0, TargetStatus::Skipped),
+        target(57, r.id, 5, 0, TargetStatus::Terminated),
+        target(56, r.id, 6, 0, TargetStatus::Claimed),
+        target(55, r.id, 7, 1, TargetStatus::Completed),
+    ];
+    store.run_create(&r, &targets).await.unwrap();
+
+    let mut seen: Option<RunLock> = None;
+    store
+        .run_lock_apply(r.id, LockMode::Runnable, &mut |lock| {
+            seen = Some(lock.clone());
+            Ok(())
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let seen = seen.expect("apply was called");
+    assert_eq!(target_ids(&seen.targets), [id(50), id(53), id(56)]);
+    assert_eq!(
+        seen.settled,
+        EarlierPhases {
+            selected: 4,
+            completed: 1,
+            failed: 1,
+            terminated: 1,
+            skipped: 1,
+        }
+    );
+    assert_eq!(seen.earlier, EarlierPhases::default());
+    // Only targets with a task have a state; the phase-1 target is neither
+    // loaded nor counted.
+    assert_eq!(seen.task_states.len(), 1);
+    assert_eq!(
+        seen.task_states.get(&running.id),
+        Some(&(TaskStatus::Running, running.message.clone()))
+    );
 }
 
 async fn run_lock_apply_loads_and_persists_only_changes(db: &Db) {
