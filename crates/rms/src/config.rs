@@ -37,6 +37,8 @@ pub const DEFAULT_FIRMWARE_DIR: &str = "firmware";
 pub const DEFAULT_FIRMWARE_TASK_TIMEOUT_SECONDS: u64 = 3 * 3600;
 /// Default bound on one synchronous BMC call (power, inventory).
 pub const DEFAULT_BMC_CALL_TIMEOUT_SECONDS: u64 = 60;
+/// Default wait of shutdown for in-flight RPCs.
+pub const DEFAULT_SHUTDOWN_GRACE_SECONDS: u64 = 10;
 /// Default wait of graceful shutdown for signalled jobs (5 min, spec §1.10).
 pub const DEFAULT_SHUTDOWN_TIMEOUT_SECONDS: u64 = 300;
 
@@ -46,6 +48,8 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT_SECONDS: u64 = 300;
 pub struct RmsConfig {
     /// gRPC listen address (`--listen` overrides it).
     pub listen: SocketAddr,
+    /// Seconds shutdown waits for in-flight RPCs before it stops serving.
+    pub shutdown_grace_seconds: u64,
     pub metrics: MetricsConfig,
     pub workflows: WorkflowsConfig,
     pub nodes: NodesConfig,
@@ -103,6 +107,7 @@ impl Default for RmsConfig {
     fn default() -> Self {
         RmsConfig {
             listen: parse_addr(DEFAULT_LISTEN),
+            shutdown_grace_seconds: DEFAULT_SHUTDOWN_GRACE_SECONDS,
             metrics: MetricsConfig::default(),
             workflows: WorkflowsConfig::default(),
             nodes: NodesConfig::default(),
@@ -213,6 +218,7 @@ mod tests {
         assert_eq!(config.listen.to_string(), DEFAULT_LISTEN);
         assert_eq!(config.metrics.listen.to_string(), DEFAULT_METRICS_LISTEN);
         assert!(config.metrics.enabled);
+        assert_eq!(config.shutdown_grace_seconds, 10);
         assert_eq!(config.workflows.firmware_dir, PathBuf::from("firmware"));
         assert_eq!(config.workflows.max_tracked_jobs.get(), 10_000);
         assert_eq!(config.workflows.terminal_job_ttl_seconds.get(), 86_400);

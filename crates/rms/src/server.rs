@@ -93,13 +93,22 @@ pub async fn serve_on(
     let addr = listener.local_addr().ok();
     tracing::info!(?addr, backend = backend.kind(), "rack manager listening");
     let stop = shutdown.clone();
-    let served = tonic::transport::Server::builder()
+    let grace = std::time::Duration::from_secs(config.shutdown_grace_seconds);
+    let server = tonic::transport::Server::builder()
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
             async move { stop.cancelled().await },
-        )
-        .await;
+        );
+    tokio::pin!(server);
+    // Idle client connections can hold a graceful stop open: bound it.
+    let served = tokio::select! {
+        result = &mut server => result,
+        () = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
+            tracing::warn!(grace_secs = grace.as_secs(), "in-flight RPCs did not finish in time; stopping");
+            Ok(())
+        }
+    };
     let signalled = tracker.shutdown_and_await_terminal(shutdown_timeout).await;
     tracing::info!(signalled, "rack manager drained jobs");
     reaper.abort();

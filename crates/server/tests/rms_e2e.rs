@@ -53,6 +53,7 @@ async fn start_rms() -> Rms {
     let mut config = RmsConfig::default();
     config.workflows.firmware_dir = dir.clone();
     config.workflows.shutdown_timeout_seconds = 1;
+    config.shutdown_grace_seconds = 1;
     config.nodes.sim = SimBackendConfig {
         power_latency_ms: 10,
         read_latency_ms: 1,

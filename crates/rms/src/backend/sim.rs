@@ -463,6 +463,9 @@ fn jittered(base_ms: u64, jitter: f64, draw: u64) -> Duration {
         return Duration::ZERO;
     }
     let jitter = jitter.clamp(0.0, 1.0);
+    if jitter == 0.0 {
+        return Duration::from_millis(base_ms);
+    }
     // Map the draw to [-1, 1).
     let unit = (draw >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
     let factor = 1.0 + jitter * unit;

@@ -398,7 +398,7 @@ impl RackManagerService {
     }
 
     /// `UpdateFirmware` (spec §3.2).
-    pub(super) fn update_firmware(&self, req: pb::UpdateFirmwareRequest) -> pb::UpdateFirmwareResponse {
+    pub(super) fn handle_update_firmware(&self, req: pb::UpdateFirmwareRequest) -> pb::UpdateFirmwareResponse {
         let failure = |message: String, code: pb::FirmwareUpdateError| {
             tracing::warn!(rack = %req.rack_id, node = %req.node_id, error = %message, "firmware job rejected");
             pb::UpdateFirmwareResponse {

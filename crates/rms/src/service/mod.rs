@@ -492,7 +492,7 @@ impl RackManager for RackManagerService {
         &self,
         request: Request<pb::UpdateFirmwareRequest>,
     ) -> Result<Response<pb::UpdateFirmwareResponse>, Status> {
-        Ok(Response::new(self.update_firmware(request.into_inner())))
+        Ok(Response::new(self.handle_update_firmware(request.into_inner())))
     }
 
     async fn batch_update_firmware_by_node_type(

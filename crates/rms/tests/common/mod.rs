@@ -56,6 +56,7 @@ impl TestRms {
         let mut config = RmsConfig::default();
         config.workflows.firmware_dir = firmware_dir.clone();
         config.workflows.shutdown_timeout_seconds = 1;
+        config.shutdown_grace_seconds = 1;
         config.nodes.sim = fast_sim();
         adjust(&mut config);
         let sim = Arc::new(SimBackend::new(config.nodes.sim.clone()));
