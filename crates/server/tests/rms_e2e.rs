@@ -164,7 +164,8 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
     };
     fixture_fleet(&mut flow.client, 1).await;
 
-    // Firmware: every component of the rack gets its type's 2.0.0 image.
+    // Firmware: every component the built-in rule updates gets its type's
+    // 2.0.0 image through a rack-manager job.
     let reply = flow
         .client
         .upgrade_firmware(pb::UpgradeFirmwareRequest {
@@ -176,7 +177,8 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
         .expect("UpgradeFirmware")
         .into_inner();
     wait_completed(&mut flow.client, task_id(reply)).await;
-    for (node, _) in NODES {
+    // The built-in firmware rule updates compute trays, then NVSwitches.
+    for (node, _) in &NODES[..3] {
         let firmware = rms.sim.node_firmware(RACK, node).expect("node touched");
         let kind = node.split('-').nth(2).expect("kind");
         assert_eq!(
@@ -185,14 +187,24 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
             "{node}: {firmware:?}"
         );
     }
-    let updates: Vec<_> = rms
+    let mut updates: Vec<_> = rms
         .sim
         .calls()
         .into_iter()
         .filter(|c| c.call == "update_firmware")
         .map(|c| c.node_id)
         .collect();
-    assert_eq!(updates.len(), 4, "one update per node: {updates:?}");
+    assert_eq!(
+        updates.pop().as_deref(),
+        Some("r-0001-nvswitch-00"),
+        "the switch stage runs after the compute stage"
+    );
+    updates.sort();
+    assert_eq!(
+        updates,
+        ["r-0001-compute-00", "r-0001-compute-01"],
+        "one update per compute tray"
+    );
 
     // Power on: every node is on afterwards.
     let reply = flow

@@ -12,8 +12,9 @@
 //! e.g. by `CreateNodes` from the same inventory source).
 //!
 //! Calls:
-//! * power: `SetPowerState` per component (synchronous in the rack manager,
-//!   bounded by `rpc_timeout`); status: `GetPowerState`.
+//! * power: `SetPowerState` per component, one at a time (synchronous in
+//!   the rack manager, which refuses a second power operation on a rack
+//!   while one runs), bounded by `rpc_timeout`; status: `GetPowerState`.
 //! * firmware: `UpdateFirmware` per component — `filename` from
 //!   `firmware_file` with `{version}`, `{component_type}` and `{operation}`
 //!   filled in, one target per sub-target (or the configured target) — then
@@ -292,41 +293,30 @@ impl PowerControl for RmsManager {
         components: &[ComponentRef],
         op: PowerOp,
     ) -> Result<(), ManagerError> {
-        let mut set = tokio::task::JoinSet::new();
+        // One at a time: the rack manager holds a per-rack power guard for
+        // the length of a SetPowerState and refuses a second one on the same
+        // rack in-band (spec §2.2), so concurrent calls would fail.
+        let mut failures = Vec::new();
+        let mut messages = Vec::new();
         for component in components {
-            let mut client = self.client.clone();
             let request = pb::SetPowerStateRequest {
                 node_id: component.external_id.clone(),
                 operation: power_operation(op) as i32,
                 rack_id: component.rack.clone(),
             };
-            let id = component.external_id.clone();
-            set.spawn(async move {
-                let outcome = match client.set_power_state(request).await {
-                    Ok(resp) if resp.get_ref().status == pb::ReturnCode::Success as i32 => Ok(()),
-                    Ok(_) => Err("rack manager reported failure".to_owned()),
-                    Err(status) => Err(status.message().to_owned()),
-                };
-                (id, outcome)
-            });
-        }
-        let mut failures = Vec::new();
-        let mut messages = Vec::new();
-        while let Some(joined) = set.join_next().await {
-            match joined {
-                Ok((_, Ok(()))) => {}
-                Ok((id, Err(message))) => {
-                    messages.push(format!("{id}: {message}"));
-                    failures.push(id);
-                }
-                Err(e) => messages.push(format!("power call task failed: {e}")),
+            let outcome = match self.client.clone().set_power_state(request).await {
+                Ok(resp) if resp.get_ref().status == pb::ReturnCode::Success as i32 => Ok(()),
+                Ok(_) => Err("rack manager reported failure".to_owned()),
+                Err(status) => Err(status.message().to_owned()),
+            };
+            if let Err(message) = outcome {
+                messages.push(format!("{}: {message}", component.external_id));
+                failures.push(component.external_id.clone());
             }
         }
         if messages.is_empty() {
             Ok(())
         } else {
-            failures.sort();
-            messages.sort();
             Err(failed("SetPowerState", failures, messages.join("; ")))
         }
     }
