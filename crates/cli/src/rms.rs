@@ -105,7 +105,10 @@ fn spawn_signal_handler(token: CancellationToken) -> anyhow::Result<()> {
                 "ctrl-c"
             };
             if attempt == 0 {
-                tracing::info!(signal = name, "rack manager shutting down (send again to stop at once)");
+                tracing::info!(
+                    signal = name,
+                    "rack manager shutting down (send again to stop at once)"
+                );
                 token.cancel();
             } else {
                 tracing::warn!(signal = name, "second signal: exiting now");
@@ -126,8 +129,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("rms-cli-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("rms.toml");
-        std::fs::write(&file, "listen = \"127.0.0.1:9001\"\n[workflows]\nmax_tracked_jobs = 7\n")
-            .unwrap();
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:9001\"\n[workflows]\nmax_tracked_jobs = 7\n",
+        )
+        .unwrap();
         let cli = crate::Cli::try_parse_from([
             "rackflow",
             "rms",

@@ -75,7 +75,9 @@ async fn run() {
     let version = || {
         let mut c = client.clone();
         async move {
-            c.get_version(pb::GetVersionRequest {}).await.expect("GetVersion");
+            c.get_version(pb::GetVersionRequest {})
+                .await
+                .expect("GetVersion");
         }
     };
     let leaf_status = |id: String, children: bool| {
@@ -99,7 +101,10 @@ async fn run() {
     };
     // Warm-up.
     measure_sequential(500, version).await;
-    for (label, calls_seq, calls_conc) in [("sequential", SEQUENTIAL_CALLS, 0), ("16 in flight", 0, CONCURRENT_CALLS)] {
+    for (label, calls_seq, calls_conc) in [
+        ("sequential", SEQUENTIAL_CALLS, 0),
+        ("16 in flight", 0, CONCURRENT_CALLS),
+    ] {
         let (base, leaf_rate, batch_rate) = if calls_seq > 0 {
             (
                 measure_sequential(calls_seq, version).await,
@@ -186,12 +191,10 @@ async fn setup(mut client: Client) -> (String, String) {
                             }),
                             port: 443,
                             credentials: Some(pb::Credentials {
-                                auth: Some(pb::credentials::Auth::UserPass(
-                                    pb::UsernamePassword {
-                                        username: "u".into(),
-                                        password: "p".into(),
-                                    },
-                                )),
+                                auth: Some(pb::credentials::Auth::UserPass(pb::UsernamePassword {
+                                    username: "u".into(),
+                                    password: "p".into(),
+                                })),
                             }),
                         }),
                         ..Default::default()

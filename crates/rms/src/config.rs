@@ -226,7 +226,10 @@ mod tests {
             config.workflows.firmware_task_timeout(),
             Duration::from_secs(10_800)
         );
-        assert_eq!(config.workflows.shutdown_timeout(), Duration::from_secs(300));
+        assert_eq!(
+            config.workflows.shutdown_timeout(),
+            Duration::from_secs(300)
+        );
         assert_eq!(config.nodes.backend, BackendKind::Sim);
     }
 

@@ -88,8 +88,7 @@ pub async fn serve_on(
         ))
     });
     let shutdown_timeout = config.workflows.shutdown_timeout();
-    let service =
-        RackManagerService::new(Arc::clone(&tracker), backend.clone(), config.workflows);
+    let service = RackManagerService::new(Arc::clone(&tracker), backend.clone(), config.workflows);
     let addr = listener.local_addr().ok();
     tracing::info!(?addr, backend = backend.kind(), "rack manager listening");
     let stop = shutdown.clone();

@@ -84,14 +84,26 @@ async fn inventory_registration_listing_and_delete() {
     let op = resp.response.unwrap();
     assert_eq!(op.status, pb::ReturnCode::Failure as i32, "one node failed");
     assert!(
-        op.message.contains("port 70000 is out of range (must be 1-65535)"),
+        op.message
+            .contains("port 70000 is out of range (must be 1-65535)"),
         "{}",
         op.message
     );
     let stats = resp.stats.unwrap();
-    assert_eq!((stats.total_nodes, stats.successful_nodes, stats.failed_nodes), (3, 2, 1));
+    assert_eq!(
+        (
+            stats.total_nodes,
+            stats.successful_nodes,
+            stats.failed_nodes
+        ),
+        (3, 2, 1)
+    );
 
-    let racks = client.list_racks(pb::ListRacksRequest {}).await.unwrap().into_inner();
+    let racks = client
+        .list_racks(pb::ListRacksRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(racks.rack_ids, [RACK, "rack-2"]);
     let inventory = client
         .list_node_inventory(pb::ListNodeInventoryRequest {})
@@ -122,14 +134,33 @@ async fn inventory_registration_listing_and_delete() {
         node_id: node.to_owned(),
         rack_id: rack.to_owned(),
     };
-    let gone = client.delete_node(delete("rack-9", "n1")).await.unwrap().into_inner();
+    let gone = client
+        .delete_node(delete("rack-9", "n1"))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(gone.response.as_ref().unwrap().message, "rack not found");
-    let gone = client.delete_node(delete(RACK, "n9")).await.unwrap().into_inner();
+    let gone = client
+        .delete_node(delete(RACK, "n9"))
+        .await
+        .unwrap()
+        .into_inner();
     let gone = gone.response.unwrap();
-    assert_eq!((gone.status, gone.message.as_str()), (pb::ReturnCode::Failure as i32, "node not found"));
-    let ok = client.delete_node(delete("rack-2", "n2")).await.unwrap().into_inner();
+    assert_eq!(
+        (gone.status, gone.message.as_str()),
+        (pb::ReturnCode::Failure as i32, "node not found")
+    );
+    let ok = client
+        .delete_node(delete("rack-2", "n2"))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(ok.response.unwrap().status, pb::ReturnCode::Success as i32);
-    let racks = client.list_racks(pb::ListRacksRequest {}).await.unwrap().into_inner();
+    let racks = client
+        .list_racks(pb::ListRacksRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(racks.rack_ids, [RACK]);
     rms.stop().await;
 }
@@ -148,20 +179,48 @@ async fn power_set_get_in_band_failures_and_invalid_operation() {
         node_id: node.to_owned(),
         rack_id: RACK.to_owned(),
     };
-    let resp = client.set_power_state(set("n1", pb::PowerOperation::On)).await.unwrap();
+    let resp = client
+        .set_power_state(set("n1", pb::PowerOperation::On))
+        .await
+        .unwrap();
     assert_eq!(resp.into_inner().status, pb::ReturnCode::Success as i32);
-    let state = client.get_power_state(get("n1")).await.unwrap().into_inner();
-    assert_eq!((state.status, state.pstate.as_str()), (pb::ReturnCode::Success as i32, "ON"));
-    let state = client.get_power_state(get("n2")).await.unwrap().into_inner();
+    let state = client
+        .get_power_state(get("n1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (state.status, state.pstate.as_str()),
+        (pb::ReturnCode::Success as i32, "ON")
+    );
+    let state = client
+        .get_power_state(get("n2"))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(state.pstate, "OFF");
 
     // Unknown node and a failing BMC: in-band failures.
-    let resp = client.set_power_state(set("n9", pb::PowerOperation::On)).await.unwrap();
+    let resp = client
+        .set_power_state(set("n9", pb::PowerOperation::On))
+        .await
+        .unwrap();
     assert_eq!(resp.into_inner().status, pb::ReturnCode::Failure as i32);
-    let state = client.get_power_state(get("n9")).await.unwrap().into_inner();
-    assert_eq!((state.status, state.pstate.as_str()), (pb::ReturnCode::Failure as i32, "UNKNOWN"));
-    rms.sim.set_faults(vec![fault("n2", SimOperation::Power, SimFaultEffect::Fail)]);
-    let resp = client.set_power_state(set("n2", pb::PowerOperation::On)).await.unwrap();
+    let state = client
+        .get_power_state(get("n9"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (state.status, state.pstate.as_str()),
+        (pb::ReturnCode::Failure as i32, "UNKNOWN")
+    );
+    rms.sim
+        .set_faults(vec![fault("n2", SimOperation::Power, SimFaultEffect::Fail)]);
+    let resp = client
+        .set_power_state(set("n2", pb::PowerOperation::On))
+        .await
+        .unwrap();
     assert_eq!(resp.into_inner().status, pb::ReturnCode::Failure as i32);
 
     // An unspecified operation is the one real error.
@@ -171,7 +230,10 @@ async fn power_set_get_in_band_failures_and_invalid_operation() {
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert_eq!(err.message(), "invalid operation: 0");
-    assert_eq!(rms.sim.node_power(RACK, "n1"), Some(rackflow_rms::backend::PowerState::On));
+    assert_eq!(
+        rms.sim.node_power(RACK, "n1"),
+        Some(rackflow_rms::backend::PowerState::On)
+    );
     rms.stop().await;
 }
 
@@ -184,7 +246,11 @@ async fn batch_power_on_ephemeral_nodes_reports_per_node() {
         auth: Some(pb::credentials::Auth::SessionToken("t".into())),
     });
     let nodes = pb::NodeSet {
-        nodes: vec![node_info("rack-e", "e1", COMPUTE), node_info("rack-e", "e2", COMPUTE), token],
+        nodes: vec![
+            node_info("rack-e", "e1", COMPUTE),
+            node_info("rack-e", "e2", COMPUTE),
+            token,
+        ],
     };
     let resp = client
         .batch_set_power_state(pb::BatchSetPowerStateRequest {
@@ -196,10 +262,21 @@ async fn batch_power_on_ephemeral_nodes_reports_per_node() {
         .into_inner()
         .response
         .unwrap();
-    assert_eq!(resp.status, pb::ReturnCode::Failure as i32, "one node failed");
+    assert_eq!(
+        resp.status,
+        pb::ReturnCode::Failure as i32,
+        "one node failed"
+    );
     assert!(resp.job_id.is_empty(), "sync batches have no job");
     let stats = resp.stats.unwrap();
-    assert_eq!((stats.total_nodes, stats.successful_nodes, stats.failed_nodes), (3, 2, 1));
+    assert_eq!(
+        (
+            stats.total_nodes,
+            stats.successful_nodes,
+            stats.failed_nodes
+        ),
+        (3, 2, 1)
+    );
     assert_eq!(resp.node_results[2].node_id, "e3");
     assert!(resp.node_results[2].error_message.contains("session_token"));
 
@@ -215,7 +292,11 @@ async fn batch_power_on_ephemeral_nodes_reports_per_node() {
         .collect();
     assert_eq!(pstates, [("e1", "ON"), ("e2", "ON"), ("e3", "UNKNOWN")]);
     // Ephemeral nodes are never registered.
-    let racks = client.list_racks(pb::ListRacksRequest {}).await.unwrap().into_inner();
+    let racks = client
+        .list_racks(pb::ListRacksRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     assert!(racks.rack_ids.is_empty());
 
     let empty = client
@@ -238,7 +319,10 @@ async fn update_firmware_runs_a_job_to_completion() {
     rms.register(RACK, &["n1"], COMPUTE).await;
     let mut client = rms.client.clone();
     let resp = client
-        .update_firmware(update("n1", vec![fw("BMC", "bmc-2.0.fwpkg"), fw("BIOS", "bios-3.1.fwpkg")]))
+        .update_firmware(update(
+            "n1",
+            vec![fw("BMC", "bmc-2.0.fwpkg"), fw("BIOS", "bios-3.1.fwpkg")],
+        ))
         .await
         .unwrap()
         .into_inner();
@@ -247,14 +331,23 @@ async fn update_firmware_runs_a_job_to_completion() {
     assert_eq!(resp.error_code, pb::FirmwareUpdateError::Success as i32);
 
     let done = rms.wait_terminal(&resp.job_id).await;
-    assert_eq!(done.execution_state, pb::JobExecutionState::Completed as i32, "{done:?}");
-    assert_eq!((done.rack_id.as_deref(), done.node_id.as_deref()), (Some(RACK), Some("n1")));
+    assert_eq!(
+        done.execution_state,
+        pb::JobExecutionState::Completed as i32,
+        "{done:?}"
+    );
+    assert_eq!(
+        (done.rack_id.as_deref(), done.node_id.as_deref()),
+        (Some(RACK), Some("n1"))
+    );
     let result: serde_json::Value = serde_json::from_str(&done.result_json).unwrap();
     assert_eq!(result["status"], "completed");
     assert_eq!(result["targets_completed"], 2);
 
     let legacy = client
-        .get_firmware_job_status(pb::GetFirmwareJobStatusRequest { job_id: resp.job_id.clone() })
+        .get_firmware_job_status(pb::GetFirmwareJobStatusRequest {
+            job_id: resp.job_id.clone(),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -295,11 +388,28 @@ async fn update_firmware_in_band_failures() {
     rms.register(RACK, &["n1"], COMPUTE).await;
     let mut client = rms.client.clone();
 
-    let resp = client.update_firmware(update("n9", vec![fw("BMC", "bmc-2.0.fwpkg")])).await.unwrap().into_inner();
-    assert_eq!((resp.status, resp.message.as_str()), (pb::ReturnCode::Failure as i32, "node not found"));
+    let resp = client
+        .update_firmware(update("n9", vec![fw("BMC", "bmc-2.0.fwpkg")]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (resp.status, resp.message.as_str()),
+        (pb::ReturnCode::Failure as i32, "node not found")
+    );
 
-    let resp = client.update_firmware(update("n1", vec![])).await.unwrap().into_inner();
-    assert_eq!((resp.status, resp.message.as_str()), (pb::ReturnCode::Failure as i32, "no firmware targets specified"));
+    let resp = client
+        .update_firmware(update("n1", vec![]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (resp.status, resp.message.as_str()),
+        (
+            pb::ReturnCode::Failure as i32,
+            "no firmware targets specified"
+        )
+    );
 
     let resp = client
         .update_firmware(update("n1", vec![fw("BMC", "missing.fwpkg")]))
@@ -307,21 +417,49 @@ async fn update_firmware_in_band_failures() {
         .unwrap()
         .into_inner();
     assert_eq!(resp.status, pb::ReturnCode::Failure as i32);
-    assert_eq!(resp.error_code, pb::FirmwareUpdateError::FileNotFound as i32);
-    assert!(resp.message.starts_with("firmware file not found: "), "{}", resp.message);
-    assert!(resp.message.ends_with(" (component: BMC)"), "{}", resp.message);
+    assert_eq!(
+        resp.error_code,
+        pb::FirmwareUpdateError::FileNotFound as i32
+    );
+    assert!(
+        resp.message.starts_with("firmware file not found: "),
+        "{}",
+        resp.message
+    );
+    assert!(
+        resp.message.ends_with(" (component: BMC)"),
+        "{}",
+        resp.message
+    );
 
     // The sealed planning failures released the node: a real update runs.
-    let ok = client.update_firmware(update("n1", vec![fw("BMC", "bmc-2.0.fwpkg")])).await.unwrap().into_inner();
+    let ok = client
+        .update_firmware(update("n1", vec![fw("BMC", "bmc-2.0.fwpkg")]))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(ok.status, pb::ReturnCode::Success as i32, "{ok:?}");
 
     // A BMC that fails the task: the job fails with phase poll.
     rms.wait_terminal(&ok.job_id).await;
-    rms.sim.set_faults(vec![fault("n1", SimOperation::Firmware, SimFaultEffect::Fail)]);
-    let failing = client.update_firmware(update("n1", vec![fw("BIOS", "bios-3.1.fwpkg")])).await.unwrap().into_inner();
+    rms.sim.set_faults(vec![fault(
+        "n1",
+        SimOperation::Firmware,
+        SimFaultEffect::Fail,
+    )]);
+    let failing = client
+        .update_firmware(update("n1", vec![fw("BIOS", "bios-3.1.fwpkg")]))
+        .await
+        .unwrap()
+        .into_inner();
     let done = rms.wait_terminal(&failing.job_id).await;
     assert_eq!(done.execution_state, pb::JobExecutionState::Failed as i32);
-    assert!(done.error_message.starts_with("Poll failed for target BIOS: "), "{}", done.error_message);
+    assert!(
+        done.error_message
+            .starts_with("Poll failed for target BIOS: "),
+        "{}",
+        done.error_message
+    );
     let result: serde_json::Value = serde_json::from_str(&done.result_json).unwrap();
     assert_eq!(result["phase"], "poll");
     assert_eq!(result["target"]["component"], "BIOS");
@@ -332,23 +470,48 @@ async fn update_firmware_in_band_failures() {
 async fn node_busy_is_refused_through_the_api() {
     let rms = TestRms::start().await;
     rms.register(RACK, &["n1", "n2"], COMPUTE).await;
-    rms.sim.set_faults(vec![fault("n1", SimOperation::Firmware, SimFaultEffect::Hang)]);
+    rms.sim.set_faults(vec![fault(
+        "n1",
+        SimOperation::Firmware,
+        SimFaultEffect::Hang,
+    )]);
     let mut client = rms.client.clone();
-    let first = client.update_firmware(update("n1", vec![fw("BMC", "bmc-2.0.fwpkg")])).await.unwrap().into_inner();
+    let first = client
+        .update_firmware(update("n1", vec![fw("BMC", "bmc-2.0.fwpkg")]))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(first.status, pb::ReturnCode::Success as i32);
-    let second = client.update_firmware(update("n1", vec![fw("BIOS", "bios-3.1.fwpkg")])).await.unwrap().into_inner();
+    let second = client
+        .update_firmware(update("n1", vec![fw("BIOS", "bios-3.1.fwpkg")]))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(second.status, pb::ReturnCode::Failure as i32);
-    assert_eq!(second.error_code, pb::FirmwareUpdateError::UpdateInProgress as i32);
+    assert_eq!(
+        second.error_code,
+        pb::FirmwareUpdateError::UpdateInProgress as i32
+    );
     assert_eq!(
         second.message,
-        format!("job already in progress for rack {RACK} node n1 (job_id {})", first.job_id)
+        format!(
+            "job already in progress for rack {RACK} node n1 (job_id {})",
+            first.job_id
+        )
     );
     assert!(second.job_id.is_empty());
     // Another node is not blocked.
-    let other = client.update_firmware(update("n2", vec![fw("BMC", "bmc-2.0.fwpkg")])).await.unwrap().into_inner();
+    let other = client
+        .update_firmware(update("n2", vec![fw("BMC", "bmc-2.0.fwpkg")]))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(other.status, pb::ReturnCode::Success as i32);
     let status = rms.job(&first.job_id, false).await.remove(0);
-    assert_ne!(status.execution_state, pb::JobExecutionState::Completed as i32);
+    assert_ne!(
+        status.execution_state,
+        pb::JobExecutionState::Completed as i32
+    );
     rms.stop().await;
 }
 
@@ -356,7 +519,11 @@ async fn node_busy_is_refused_through_the_api() {
 async fn worker_panic_seals_the_job_as_abandoned() {
     let rms = TestRms::start().await;
     rms.register(RACK, &["n1"], COMPUTE).await;
-    rms.sim.set_faults(vec![fault("n1", SimOperation::Firmware, SimFaultEffect::Panic)]);
+    rms.sim.set_faults(vec![fault(
+        "n1",
+        SimOperation::Firmware,
+        SimFaultEffect::Panic,
+    )]);
     let resp = rms
         .client
         .clone()
@@ -367,7 +534,10 @@ async fn worker_panic_seals_the_job_as_abandoned() {
     assert_eq!(resp.status, pb::ReturnCode::Success as i32);
     let done = rms.wait_terminal(&resp.job_id).await;
     assert_eq!(done.execution_state, pb::JobExecutionState::Failed as i32);
-    assert_eq!(done.error_message, "job abandoned before recording a terminal state");
+    assert_eq!(
+        done.error_message,
+        "job abandoned before recording a terminal state"
+    );
     assert_eq!(done.state_description, "Abandoned");
     assert_eq!(done.error_code, pb::JobError::Internal as i32);
     // The node is free again.
@@ -390,11 +560,23 @@ async fn at_capacity_is_answered_in_band() {
     })
     .await;
     rms.register(RACK, &["n1", "n2"], COMPUTE).await;
-    rms.sim.set_faults(vec![fault("n1", SimOperation::Firmware, SimFaultEffect::Hang)]);
+    rms.sim.set_faults(vec![fault(
+        "n1",
+        SimOperation::Firmware,
+        SimFaultEffect::Hang,
+    )]);
     let mut client = rms.client.clone();
-    let first = client.update_firmware(update("n1", vec![fw("BMC", "bmc-2.0.fwpkg")])).await.unwrap().into_inner();
+    let first = client
+        .update_firmware(update("n1", vec![fw("BMC", "bmc-2.0.fwpkg")]))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(first.status, pb::ReturnCode::Success as i32);
-    let full = client.update_firmware(update("n2", vec![fw("BMC", "bmc-2.0.fwpkg")])).await.unwrap().into_inner();
+    let full = client
+        .update_firmware(update("n2", vec![fw("BMC", "bmc-2.0.fwpkg")]))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(full.status, pb::ReturnCode::Failure as i32);
     assert_eq!(
         full.message,
@@ -402,8 +584,15 @@ async fn at_capacity_is_answered_in_band() {
     );
     assert_eq!(full.error_code, pb::FirmwareUpdateError::Exception as i32);
     // Node busy wins over capacity for the same node.
-    let busy = client.update_firmware(update("n1", vec![fw("BMC", "bmc-2.0.fwpkg")])).await.unwrap().into_inner();
-    assert_eq!(busy.error_code, pb::FirmwareUpdateError::UpdateInProgress as i32);
+    let busy = client
+        .update_firmware(update("n1", vec![fw("BMC", "bmc-2.0.fwpkg")]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        busy.error_code,
+        pb::FirmwareUpdateError::UpdateInProgress as i32
+    );
     rms.stop().await;
 }
 
@@ -412,17 +601,31 @@ async fn job_status_errors_follow_the_spec() {
     let rms = TestRms::start().await;
     let mut client = rms.client.clone();
     let err = client
-        .get_job_status(pb::GetJobStatusRequest { job_id: "  ".into(), include_child_job_states: false })
+        .get_job_status(pb::GetJobStatusRequest {
+            job_id: "  ".into(),
+            include_child_job_states: false,
+        })
         .await
         .unwrap_err();
-    assert_eq!((err.code(), err.message()), (Code::InvalidArgument, "job_id is required"));
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::InvalidArgument, "job_id is required")
+    );
     let err = client
-        .get_job_status(pb::GetJobStatusRequest { job_id: "nope".into(), include_child_job_states: true })
+        .get_job_status(pb::GetJobStatusRequest {
+            job_id: "nope".into(),
+            include_child_job_states: true,
+        })
         .await
         .unwrap_err();
-    assert_eq!((err.code(), err.message()), (Code::NotFound, "job nope not found"));
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::NotFound, "job nope not found")
+    );
     let legacy = client
-        .get_firmware_job_status(pb::GetFirmwareJobStatusRequest { job_id: "nope".into() })
+        .get_firmware_job_status(pb::GetFirmwareJobStatusRequest {
+            job_id: "nope".into(),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -435,8 +638,13 @@ async fn job_status_errors_follow_the_spec() {
 async fn batch_by_node_type_aggregates_children() {
     let rms = TestRms::start().await;
     rms.register(RACK, &["c1", "c2", "c3"], COMPUTE).await;
-    rms.register(RACK, &["s1"], pb::NodeType::SwitchGb200Nvidia).await;
-    rms.sim.set_faults(vec![fault("c2", SimOperation::Firmware, SimFaultEffect::Fail)]);
+    rms.register(RACK, &["s1"], pb::NodeType::SwitchGb200Nvidia)
+        .await;
+    rms.sim.set_faults(vec![fault(
+        "c2",
+        SimOperation::Firmware,
+        SimFaultEffect::Fail,
+    )]);
     let resp = rms
         .client
         .clone()
@@ -451,16 +659,25 @@ async fn batch_by_node_type_aggregates_children() {
         .into_inner();
     let batch = resp.response.unwrap();
     assert_eq!(batch.status, pb::ReturnCode::Success as i32, "{batch:?}");
-    assert_eq!(batch.message, format!("Created 3 firmware update jobs for rack {RACK}"));
+    assert_eq!(
+        batch.message,
+        format!("Created 3 firmware update jobs for rack {RACK}")
+    );
     assert_eq!(resp.jobs.len(), 3, "the switch is not matched");
     let parent = batch.job_id;
 
     let done = rms.wait_terminal(&parent).await;
     assert_eq!(done.execution_state, pb::JobExecutionState::Failed as i32);
-    assert_eq!(done.state_description, "Batch complete: 2/3 succeeded, 1 failed");
+    assert_eq!(
+        done.state_description,
+        "Batch complete: 2/3 succeeded, 1 failed"
+    );
     assert_eq!(done.error_message, "1 of 3 firmware updates failed");
     assert_eq!(done.error_code, pb::JobError::Other as i32);
-    assert_eq!((done.rack_id.as_deref(), done.node_id.as_deref()), (Some(RACK), Some("")));
+    assert_eq!(
+        (done.rack_id.as_deref(), done.node_id.as_deref()),
+        (Some(RACK), Some(""))
+    );
     let failed: serde_json::Value = serde_json::from_str(&done.result_json).unwrap();
     assert_eq!(failed["failed_jobs"][0]["node_id"], "c2");
 
@@ -495,7 +712,10 @@ async fn batch_by_node_type_without_matching_nodes_fails_the_parent() {
         .into_inner()
         .response
         .unwrap();
-    assert_eq!((resp.status, resp.message.as_str()), (pb::ReturnCode::Failure as i32, "no matching nodes found"));
+    assert_eq!(
+        (resp.status, resp.message.as_str()),
+        (pb::ReturnCode::Failure as i32, "no matching nodes found")
+    );
     let parent = rms.job(&resp.job_id, false).await.remove(0);
     assert_eq!(parent.execution_state, pb::JobExecutionState::Failed as i32);
     assert_eq!(parent.error_message, "no matching nodes found");
@@ -511,7 +731,9 @@ async fn batch_update_ephemeral_nodes() {
     let mut targets = std::collections::HashMap::new();
     targets.insert(
         COMPUTE as i32,
-        pb::FirmwareTargetList { targets: vec![fw("BMC", "bmc-2.0.fwpkg")] },
+        pb::FirmwareTargetList {
+            targets: vec![fw("BMC", "bmc-2.0.fwpkg")],
+        },
     );
     let resp = rms
         .client
@@ -532,23 +754,44 @@ async fn batch_update_ephemeral_nodes() {
         .unwrap()
         .into_inner();
     let batch = resp.response.unwrap();
-    assert_eq!(batch.status, pb::ReturnCode::Failure as i32, "two nodes were refused");
+    assert_eq!(
+        batch.status,
+        pb::ReturnCode::Failure as i32,
+        "two nodes were refused"
+    );
     assert_eq!(
         batch.message,
         "Created 2 firmware update jobs out of 4 nodes. Use GetFirmwareJobStatus with job_id to track overall batch status."
     );
-    let errors: Vec<_> = batch.node_results.iter().filter(|r| r.status != pb::ReturnCode::Success as i32).map(|r| r.error_message.as_str()).collect();
+    let errors: Vec<_> = batch
+        .node_results
+        .iter()
+        .filter(|r| r.status != pb::ReturnCode::Success as i32)
+        .map(|r| r.error_message.as_str())
+        .collect();
     assert_eq!(
         errors,
-        ["Missing BMC credentials for node e3", "No firmware targets provided for node type SWITCH_GB200_NVIDIA"]
+        [
+            "Missing BMC credentials for node e3",
+            "No firmware targets provided for node type SWITCH_GB200_NVIDIA"
+        ]
     );
     let done = rms.wait_terminal(&batch.job_id).await;
-    assert_eq!(done.execution_state, pb::JobExecutionState::Completed as i32, "{done:?}");
-    assert_eq!(done.state_description, "All 2 firmware updates completed successfully");
+    assert_eq!(
+        done.execution_state,
+        pb::JobExecutionState::Completed as i32,
+        "{done:?}"
+    );
+    assert_eq!(
+        done.state_description,
+        "All 2 firmware updates completed successfully"
+    );
     let legacy = rms
         .client
         .clone()
-        .get_firmware_job_status(pb::GetFirmwareJobStatusRequest { job_id: batch.job_id.clone() })
+        .get_firmware_job_status(pb::GetFirmwareJobStatusRequest {
+            job_id: batch.job_id.clone(),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -558,7 +801,9 @@ async fn batch_update_ephemeral_nodes() {
         .client
         .clone()
         .batch_update_firmware(pb::BatchUpdateFirmwareRequest {
-            nodes: Some(pb::NodeSet { nodes: vec![node_info("rack-e", "e1", COMPUTE)] }),
+            nodes: Some(pb::NodeSet {
+                nodes: vec![node_info("rack-e", "e1", COMPUTE)],
+            }),
             ..Default::default()
         })
         .await
@@ -592,7 +837,9 @@ async fn metrics_endpoint_serves_workflow_counters() {
         "{body}"
     );
     assert!(
-        body.contains("rms_workflows_in_flight{is_leaf=\"true\",workflow_type=\"firmware_update\"} 0"),
+        body.contains(
+            "rms_workflows_in_flight{is_leaf=\"true\",workflow_type=\"firmware_update\"} 0"
+        ),
         "{body}"
     );
     let (status, _) = rms.scrape("/nope").await;

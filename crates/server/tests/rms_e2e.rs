@@ -33,7 +33,10 @@ const NODES: [(&str, rmpb::NodeType); 4] = [
     ("r-0001-compute-00", rmpb::NodeType::ComputeGb200Nvidia),
     ("r-0001-compute-01", rmpb::NodeType::ComputeGb200Nvidia),
     ("r-0001-nvswitch-00", rmpb::NodeType::SwitchGb200Nvidia),
-    ("r-0001-powershelf-00", rmpb::NodeType::PowershelfGb200Liteon),
+    (
+        "r-0001-powershelf-00",
+        rmpb::NodeType::PowershelfGb200Liteon,
+    ),
 ];
 
 struct Rms {
@@ -47,7 +50,11 @@ struct Rms {
 async fn start_rms() -> Rms {
     let dir = std::env::temp_dir().join(format!("rms-e2e-fw-{}", Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("firmware dir");
-    for file in ["compute-2.0.0.fwpkg", "nvswitch-2.0.0.fwpkg", "powershelf-2.0.0.fwpkg"] {
+    for file in [
+        "compute-2.0.0.fwpkg",
+        "nvswitch-2.0.0.fwpkg",
+        "powershelf-2.0.0.fwpkg",
+    ] {
         std::fs::write(dir.join(file), b"image").expect("image");
     }
     let mut config = RmsConfig::default();
@@ -122,17 +129,23 @@ async fn wait_completed(client: &mut common_client::Client, id: Uuid) -> pb::Tas
             .tasks
             .remove(0);
         if t.finished_at.is_some() && t.status != pb::TaskStatus::Waiting as i32 {
-            assert_eq!(t.status, pb::TaskStatus::Completed as i32, "task {id}: {t:#?}");
+            assert_eq!(
+                t.status,
+                pb::TaskStatus::Completed as i32,
+                "task {id}: {t:#?}"
+            );
             return t;
         }
-        assert!(Instant::now() < deadline, "task {id} never finished: {t:#?}");
+        assert!(
+            Instant::now() < deadline,
+            "task {id} never finished: {t:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
 mod common_client {
-    pub type Client =
-        rackflow_api::v1::flow_client::FlowClient<tonic::transport::Channel>;
+    pub type Client = rackflow_api::v1::flow_client::FlowClient<tonic::transport::Channel>;
 }
 
 fn whole_rack() -> pb::OperationTargetSpec {
@@ -218,7 +231,11 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
         .into_inner();
     wait_completed(&mut flow.client, task_id(reply)).await;
     for (node, _) in NODES {
-        assert_eq!(rms.sim.node_power(RACK, node), Some(PowerState::On), "{node}");
+        assert_eq!(
+            rms.sim.node_power(RACK, node),
+            Some(PowerState::On),
+            "{node}"
+        );
     }
     assert!(
         rms.sim

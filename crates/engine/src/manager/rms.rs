@@ -145,7 +145,11 @@ impl RmsManager {
             .map(|j| j.job_id.clone())
     }
 
-    fn firmware_targets(&self, request: &FirmwareRequest, component: &ComponentRef) -> Vec<pb::FirmwareTarget> {
+    fn firmware_targets(
+        &self,
+        request: &FirmwareRequest,
+        component: &ComponentRef,
+    ) -> Vec<pb::FirmwareTarget> {
         let version = if request.target_version.is_empty() {
             "latest"
         } else {
@@ -421,10 +425,7 @@ impl FirmwareStatus for RmsManager {
         let jobs = lock(&self.jobs);
         Ok(components
             .iter()
-            .filter_map(|c| {
-                jobs.get(&key(c))
-                    .map(|j| (c.external_id.clone(), j.state))
-            })
+            .filter_map(|c| jobs.get(&key(c)).map(|j| (c.external_id.clone(), j.state)))
             .collect())
     }
 
@@ -483,17 +484,35 @@ mod tests {
             ..Default::default()
         };
         let targets = manager.firmware_targets(&request, &component());
-        let names: Vec<_> = targets.iter().map(|t| (t.target.as_str(), t.filename.as_str())).collect();
-        assert_eq!(names, [("BMC", "compute-latest.fwpkg"), ("BIOS", "compute-latest.fwpkg")]);
+        let names: Vec<_> = targets
+            .iter()
+            .map(|t| (t.target.as_str(), t.filename.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("BMC", "compute-latest.fwpkg"),
+                ("BIOS", "compute-latest.fwpkg")
+            ]
+        );
     }
 
     #[test]
     fn states_and_operations_map() {
-        assert_eq!(firmware_state(pb::JobExecutionState::Running as i32), FirmwareState::Verifying);
-        assert_eq!(firmware_state(pb::JobExecutionState::Failed as i32), FirmwareState::Failed);
+        assert_eq!(
+            firmware_state(pb::JobExecutionState::Running as i32),
+            FirmwareState::Verifying
+        );
+        assert_eq!(
+            firmware_state(pb::JobExecutionState::Failed as i32),
+            FirmwareState::Failed
+        );
         assert_eq!(firmware_state(99), FirmwareState::Unknown);
         assert_eq!(power_operation(PowerOp::PowerOn), pb::PowerOperation::On);
-        assert_eq!(power_operation(PowerOp::ForcePowerOff), pb::PowerOperation::ForceOff);
+        assert_eq!(
+            power_operation(PowerOp::ForcePowerOff),
+            pb::PowerOperation::ForceOff
+        );
         for op in PowerOp::ALL {
             assert_ne!(power_operation(op), pb::PowerOperation::Unspecified);
         }

@@ -35,8 +35,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BackendError, FirmwareComponent, FirmwareImage, FirmwareOutcome, FirmwareProgress,
-    NodeBackend, NodeTarget, PowerAction, PowerState, ProgressSink,
+    BackendError, FirmwareComponent, FirmwareImage, FirmwareOutcome, FirmwareProgress, NodeBackend,
+    NodeTarget, PowerAction, PowerState, ProgressSink,
 };
 
 /// Call-log entries kept; older ones are dropped.
@@ -572,7 +572,10 @@ mod tests {
             .update_firmware(&n, &image("BMC", "bmc-2.0.fwpkg"), &sink)
             .await
             .unwrap();
-        assert!(matches!(again, FirmwareOutcome::Skipped { .. }), "{again:?}");
+        assert!(
+            matches!(again, FirmwareOutcome::Skipped { .. }),
+            "{again:?}"
+        );
         let mut forced = image("BMC", "bmc-2.0.fwpkg");
         forced.force = true;
         assert!(matches!(
@@ -612,9 +615,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn hang_never_returns_and_slow_is_ten_times_slower() {
-        let mut config = SimBackendConfig::default();
-        config.jitter = 0.0;
-        let sim = SimBackend::new(config);
+        let sim = SimBackend::new(SimBackendConfig {
+            jitter: 0.0,
+            ..SimBackendConfig::default()
+        });
         sim.set_faults(vec![
             fault("stuck", SimOperation::Any, SimFaultEffect::Hang),
             fault("slow", SimOperation::Power, SimFaultEffect::Slow),
@@ -626,7 +630,9 @@ mod tests {
         .await;
         assert!(hung.is_err(), "a hang fault must never return");
         let start = tokio::time::Instant::now();
-        sim.set_power(&target("slow"), PowerAction::On).await.unwrap();
+        sim.set_power(&target("slow"), PowerAction::On)
+            .await
+            .unwrap();
         assert_eq!(start.elapsed(), Duration::from_millis(500));
     }
 

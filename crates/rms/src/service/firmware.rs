@@ -223,7 +223,9 @@ pub struct WorkerContext {
 /// Spawns the worker of one admitted job (detached: the tracker seals it on
 /// every exit path).
 pub fn spawn_worker(tracker: &Arc<JobTracker>, job: RmsJobHandle, ctx: WorkerContext) {
-    tracker.spawn_job(job, move |job| run_worker(job, ctx)).detach();
+    tracker
+        .spawn_job(job, move |job| run_worker(job, ctx))
+        .detach();
 }
 
 /// The per-node worker (spec §3.3), without the vendor-specific stages and
@@ -237,7 +239,13 @@ async fn run_worker(job: RmsJobHandle, ctx: WorkerContext) {
     for (i, target) in ctx.targets.iter().enumerate() {
         if cancel.is_cancelled() {
             let message = "firmware update job cancelled before starting the next target group";
-            job.fail(firmware_failure("cancelled", JobError::Other, message, Some(target), None));
+            job.fail(firmware_failure(
+                "cancelled",
+                JobError::Other,
+                message,
+                Some(target),
+                None,
+            ));
             return;
         }
         let label = target.label().to_owned();
@@ -385,7 +393,13 @@ fn update_failure(label: &str, target: &ResolvedTarget, error: &BackendError) ->
 }
 
 impl RackManagerService {
-    fn worker(&self, node: NodeTarget, targets: Vec<ResolvedTarget>, activate: bool, force: bool) -> WorkerContext {
+    fn worker(
+        &self,
+        node: NodeTarget,
+        targets: Vec<ResolvedTarget>,
+        activate: bool,
+        force: bool,
+    ) -> WorkerContext {
         WorkerContext {
             backend: Arc::clone(&self.backend),
             tracker: Arc::clone(&self.tracker),
@@ -398,7 +412,10 @@ impl RackManagerService {
     }
 
     /// `UpdateFirmware` (spec §3.2).
-    pub(super) fn handle_update_firmware(&self, req: pb::UpdateFirmwareRequest) -> pb::UpdateFirmwareResponse {
+    pub(super) fn handle_update_firmware(
+        &self,
+        req: pb::UpdateFirmwareRequest,
+    ) -> pb::UpdateFirmwareResponse {
         let failure = |message: String, code: pb::FirmwareUpdateError| {
             tracing::warn!(rack = %req.rack_id, node = %req.node_id, error = %message, "firmware job rejected");
             pb::UpdateFirmwareResponse {
@@ -411,7 +428,10 @@ impl RackManagerService {
         let node = match self.nodes.get(&req.rack_id, &req.node_id) {
             Ok(node) => node,
             Err(lookup) => {
-                return failure(lookup.message().to_owned(), pb::FirmwareUpdateError::Unspecified);
+                return failure(
+                    lookup.message().to_owned(),
+                    pb::FirmwareUpdateError::Unspecified,
+                );
             }
         };
         // Claim the node first: from here every early return seals the job.
@@ -426,7 +446,8 @@ impl RackManagerService {
                 return failure(refusal.message, code);
             }
         };
-        let (targets, from_list) = requested_targets(&req.firmware_targets, &req.filename, &req.target);
+        let (targets, from_list) =
+            requested_targets(&req.firmware_targets, &req.filename, &req.target);
         let resolved = match resolve_targets(&self.config.firmware_dir, &targets, from_list) {
             Ok(resolved) => resolved,
             Err(e) => {
@@ -453,13 +474,18 @@ impl RackManagerService {
         &self,
         req: pb::BatchUpdateFirmwareByNodeTypeRequest,
     ) -> Result<pb::BatchUpdateFirmwareByNodeTypeResponse, Status> {
-        let respond = |response: pb::NodeBatchResponse, jobs| pb::BatchUpdateFirmwareByNodeTypeResponse {
-            response: Some(response),
-            jobs,
-        };
-        let node_type = pb::NodeType::try_from(req.node_type)
-            .map_err(|_| Status::invalid_argument(format!("invalid node type: {}", req.node_type)))?;
-        let descriptor = req.node_descriptor.clone().filter(|d| !d.attributes.is_empty());
+        let respond =
+            |response: pb::NodeBatchResponse, jobs| pb::BatchUpdateFirmwareByNodeTypeResponse {
+                response: Some(response),
+                jobs,
+            };
+        let node_type = pb::NodeType::try_from(req.node_type).map_err(|_| {
+            Status::invalid_argument(format!("invalid node type: {}", req.node_type))
+        })?;
+        let descriptor = req
+            .node_descriptor
+            .clone()
+            .filter(|d| !d.attributes.is_empty());
         if node_type == pb::NodeType::Unspecified && descriptor.is_none() {
             return Err(Status::invalid_argument(
                 "node_type or node_descriptor is required",
@@ -467,14 +493,23 @@ impl RackManagerService {
         }
         let rack_nodes = match self.nodes.rack_nodes(&req.rack_id) {
             Ok(nodes) => nodes,
-            Err(lookup) => return Ok(respond(batch_response::failure(lookup.message()), Vec::new())),
+            Err(lookup) => {
+                return Ok(respond(
+                    batch_response::failure(lookup.message()),
+                    Vec::new(),
+                ));
+            }
         };
-        let (targets, from_list) = requested_targets(&req.firmware_targets, &req.filename, &req.target);
+        let (targets, from_list) =
+            requested_targets(&req.firmware_targets, &req.filename, &req.target);
         let resolved = match resolve_targets(&self.config.firmware_dir, &targets, from_list) {
             Ok(resolved) => resolved,
             Err(e) => return Ok(respond(batch_response::failure(&e.message), Vec::new())),
         };
-        let Some(parent) = self.tracker.create_parent_job(&req.rack_id, JobType::FirmwareUpdate) else {
+        let Some(parent) = self
+            .tracker
+            .create_parent_job(&req.rack_id, JobType::FirmwareUpdate)
+        else {
             return Ok(respond(
                 batch_response::failure("failed to create parent firmware update job"),
                 Vec::new(),
@@ -486,14 +521,15 @@ impl RackManagerService {
                 if node_type != pb::NodeType::Unspecified {
                     n.target.node_type == node_type as i32
                 } else {
-                    descriptor
-                        .as_ref()
-                        .is_some_and(|d| nodes::descriptor_matches(n.info.node_descriptor.as_ref(), d))
+                    descriptor.as_ref().is_some_and(|d| {
+                        nodes::descriptor_matches(n.info.node_descriptor.as_ref(), d)
+                    })
                 }
             })
             .collect();
         if matching.is_empty() {
-            self.tracker.mark_failed_message(&parent, "no matching nodes found");
+            self.tracker
+                .mark_failed_message(&parent, "no matching nodes found");
             let mut response = batch_response::failure("no matching nodes found");
             response.job_id = parent;
             return Ok(respond(response, Vec::new()));
@@ -508,7 +544,8 @@ impl RackManagerService {
             self.tracker
                 .create_batch_jobs(&parent, JobType::FirmwareUpdate, targets, |_| Ok(()));
         if admitted.is_empty() {
-            self.tracker.mark_failed_message(&parent, "no firmware update jobs created");
+            self.tracker
+                .mark_failed_message(&parent, "no firmware update jobs created");
         }
         let mut results = Vec::new();
         let mut jobs = Vec::new();
@@ -521,7 +558,12 @@ impl RackManagerService {
             spawn_worker(
                 &self.tracker,
                 job,
-                self.worker(node.target, resolved.clone(), req.activate, req.force_update),
+                self.worker(
+                    node.target,
+                    resolved.clone(),
+                    req.activate,
+                    req.force_update,
+                ),
             );
         }
         results.extend(
@@ -533,7 +575,10 @@ impl RackManagerService {
         let message = if created == 0 {
             "no firmware update jobs created".to_owned()
         } else {
-            format!("Created {created} firmware update jobs for rack {}", req.rack_id)
+            format!(
+                "Created {created} firmware update jobs for rack {}",
+                req.rack_id
+            )
         };
         let mut response = batch_response::from_results(message, results, matched);
         response.job_id = parent;
@@ -549,10 +594,17 @@ impl RackManagerService {
             response: Some(response),
             jobs,
         };
-        let nodes_in = req.nodes.as_ref().map(|s| s.nodes.clone()).unwrap_or_default();
+        let nodes_in = req
+            .nodes
+            .as_ref()
+            .map(|s| s.nodes.clone())
+            .unwrap_or_default();
         nodes::normalize_node_set(&nodes_in)?;
         if nodes_in.is_empty() {
-            return Ok(respond(batch_response::failure("No nodes specified in request"), Vec::new()));
+            return Ok(respond(
+                batch_response::failure("No nodes specified in request"),
+                Vec::new(),
+            ));
         }
         if req.firmware_targets.is_empty() && req.node_descriptor_firmware_targets.is_empty() {
             return Ok(respond(
@@ -584,8 +636,14 @@ impl RackManagerService {
                 Err(message) => return Ok(respond(batch_response::failure(&message), Vec::new())),
             }
         }
-        let rack_id = nodes_in.first().map(|n| n.rack_id.clone()).unwrap_or_default();
-        let Some(parent) = self.tracker.create_parent_job(&rack_id, JobType::FirmwareUpdate) else {
+        let rack_id = nodes_in
+            .first()
+            .map(|n| n.rack_id.clone())
+            .unwrap_or_default();
+        let Some(parent) = self
+            .tracker
+            .create_parent_job(&rack_id, JobType::FirmwareUpdate)
+        else {
             return Ok(respond(
                 batch_response::failure("failed to create parent firmware update job"),
                 Vec::new(),
@@ -608,7 +666,9 @@ impl RackManagerService {
                     .or_else(|| {
                         by_descriptor
                             .iter()
-                            .find(|(d, _)| nodes::descriptor_matches(info.node_descriptor.as_ref(), d))
+                            .find(|(d, _)| {
+                                nodes::descriptor_matches(info.node_descriptor.as_ref(), d)
+                            })
                             .map(|(_, r)| r)
                     })
                     .cloned()
@@ -623,7 +683,8 @@ impl RackManagerService {
             },
         );
         if admitted.is_empty() {
-            self.tracker.mark_failed_message(&parent, "No firmware update jobs created");
+            self.tracker
+                .mark_failed_message(&parent, "No firmware update jobs created");
         }
         let mut results = Vec::new();
         let mut jobs = Vec::new();
@@ -669,8 +730,10 @@ impl RackManagerService {
                 "Failed to resolve firmware targets for node type {node_type}: empty list"
             )));
         }
-        Ok(resolve_targets(&self.config.firmware_dir, &list.targets, true)
-            .map_err(|e| format!("Failed to resolve firmware targets: {}", e.message)))
+        Ok(
+            resolve_targets(&self.config.firmware_dir, &list.targets, true)
+                .map_err(|e| format!("Failed to resolve firmware targets: {}", e.message)),
+        )
     }
 }
 
@@ -701,25 +764,40 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("rms-fw-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("bmc.bin"), b"x").unwrap();
-        let outside = std::env::temp_dir().join(format!("rms-outside-{}.bin", uuid::Uuid::new_v4()));
+        let outside =
+            std::env::temp_dir().join(format!("rms-outside-{}.bin", uuid::Uuid::new_v4()));
         std::fs::write(&outside, b"x").unwrap();
 
         let ok = resolve_targets(&dir, &[fw("BMC", "bmc.bin")], false).unwrap();
         assert_eq!(ok[0].path, dir.canonicalize().unwrap().join("bmc.bin"));
 
         let e = resolve_targets(&dir, &[], false).unwrap_err();
-        assert_eq!((e.code, e.message.as_str()), (JobError::InvalidArgument, "no firmware targets specified"));
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (JobError::InvalidArgument, "no firmware targets specified")
+        );
 
         let e = resolve_targets(&dir, &[fw("BMC", "nope.bin")], false).unwrap_err();
         assert_eq!(e.code, JobError::FileNotFound);
-        assert!(e.message.starts_with("firmware file not found: "), "{}", e.message);
+        assert!(
+            e.message.starts_with("firmware file not found: "),
+            "{}",
+            e.message
+        );
 
         let e = resolve_targets(&dir, &[fw("BIOS", outside.to_str().unwrap())], true).unwrap_err();
-        assert!(e.message.contains("is outside firmware directory"), "{}", e.message);
+        assert!(
+            e.message.contains("is outside firmware directory"),
+            "{}",
+            e.message
+        );
         assert!(e.message.ends_with(" (component: BIOS)"), "{}", e.message);
 
         let e = resolve_targets(&dir, &[fw("BMC", "")], true).unwrap_err();
-        assert_eq!(e.message, "firmware_targets entry has empty filename (component: BMC)");
+        assert_eq!(
+            e.message,
+            "firmware_targets entry has empty filename (component: BMC)"
+        );
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_file(&outside);
     }
@@ -731,7 +809,13 @@ mod tests {
             filename: "pkg.fwpkg".into(),
             path: "/fw/pkg.fwpkg".into(),
         };
-        let f = firmware_failure("update", JobError::ClientError, "Upload   failed\n x", Some(&target), Some("raw"));
+        let f = firmware_failure(
+            "update",
+            JobError::ClientError,
+            "Upload   failed\n x",
+            Some(&target),
+            Some("raw"),
+        );
         assert_eq!(f.message, "Upload failed x");
         let v: Value = serde_json::from_str(f.result_json.as_deref().unwrap()).unwrap();
         assert_eq!(v["status"], "failed");

@@ -232,8 +232,12 @@ fn operation_response(ok: bool, message: impl Into<String>) -> pb::OperationResp
     }
 }
 
-/// Ephemeral targets of a batch power RPC: `(node_id, Ok(target) | Err(msg))`.
-fn ephemeral_targets(set: Option<&pb::NodeSet>) -> Result<Vec<(String, Result<NodeTarget, String>)>, Status> {
+/// One ephemeral node of a batch RPC: its id and its target, or the
+/// in-band message why it has none.
+type EphemeralTarget = (String, Result<NodeTarget, String>);
+
+/// Ephemeral targets of a batch power RPC.
+fn ephemeral_targets(set: Option<&pb::NodeSet>) -> Result<Vec<EphemeralTarget>, Status> {
     let nodes = set.map(|s| s.nodes.as_slice()).unwrap_or_default();
     nodes::normalize_node_set(nodes)?;
     Ok(nodes
@@ -294,7 +298,12 @@ impl RackManager for RackManagerService {
         &self,
         _request: Request<pb::ListNodeInventoryRequest>,
     ) -> Result<Response<pb::ListNodeInventoryResponse>, Status> {
-        let nodes = self.nodes.all_nodes().iter().map(nodes::inventory_of).collect();
+        let nodes = self
+            .nodes
+            .all_nodes()
+            .iter()
+            .map(nodes::inventory_of)
+            .collect();
         Ok(Response::new(pb::ListNodeInventoryResponse { nodes }))
     }
 
@@ -315,7 +324,10 @@ impl RackManager for RackManagerService {
         let response = match self.nodes.try_power_guard(&req.rack_id) {
             None => operation_response(
                 false,
-                format!("power operation already in progress for rack {}", req.rack_id),
+                format!(
+                    "power operation already in progress for rack {}",
+                    req.rack_id
+                ),
             ),
             Some(_guard) => match self.nodes.remove(&req.rack_id, &req.node_id) {
                 Ok(()) => operation_response(true, format!("Deleted node {}", req.node_id)),
@@ -379,13 +391,15 @@ impl RackManager for RackManagerService {
                 return Ok(Response::new(answer(false, PowerState::Unknown)));
             }
         };
-        Ok(Response::new(match self.power_state_of(&node.target).await {
-            Ok(state) => answer(true, state),
-            Err(error) => {
-                tracing::warn!(rack = %req.rack_id, node = %req.node_id, %error, "power state read failed");
-                answer(false, PowerState::Unknown)
-            }
-        }))
+        Ok(Response::new(
+            match self.power_state_of(&node.target).await {
+                Ok(state) => answer(true, state),
+                Err(error) => {
+                    tracing::warn!(rack = %req.rack_id, node = %req.node_id, %error, "power state read failed");
+                    answer(false, PowerState::Unknown)
+                }
+            },
+        ))
     }
 
     async fn batch_set_power_state(
@@ -480,8 +494,15 @@ impl RackManager for RackManagerService {
                 pstate: state.pstate().to_owned(),
             });
         }
-        let failed = total - node_results.iter().filter(|r| r.status == pb::ReturnCode::Success as i32).count();
-        let message = format!("Read power state of {total} nodes: {} succeeded, {failed} failed", total - failed);
+        let failed = total
+            - node_results
+                .iter()
+                .filter(|r| r.status == pb::ReturnCode::Success as i32)
+                .count();
+        let message = format!(
+            "Read power state of {total} nodes: {} succeeded, {failed} failed",
+            total - failed
+        );
         Ok(Response::new(pb::BatchGetPowerStateResponse {
             response: Some(batch_response::from_results(message, node_results, total)),
             node_power_states,
@@ -492,7 +513,9 @@ impl RackManager for RackManagerService {
         &self,
         request: Request<pb::UpdateFirmwareRequest>,
     ) -> Result<Response<pb::UpdateFirmwareResponse>, Status> {
-        Ok(Response::new(self.handle_update_firmware(request.into_inner())))
+        Ok(Response::new(
+            self.handle_update_firmware(request.into_inner()),
+        ))
     }
 
     async fn batch_update_firmware_by_node_type(
@@ -526,9 +549,11 @@ impl RackManager for RackManagerService {
             Ok(node) => node,
             Err(lookup) => return failure(lookup.message()),
         };
-        let result =
-            tokio::time::timeout(self.bmc_timeout(), self.backend.firmware_inventory(&node.target))
-                .await;
+        let result = tokio::time::timeout(
+            self.bmc_timeout(),
+            self.backend.firmware_inventory(&node.target),
+        )
+        .await;
         match result {
             Ok(Ok(components)) => Ok(Response::new(pb::GetNodeFirmwareInventoryResponse {
                 status: pb::ReturnCode::Success as i32,
@@ -643,7 +668,10 @@ mod tests {
         let status = power_action(0).unwrap_err();
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
         assert_eq!(status.message(), "invalid operation: 0");
-        assert_eq!(power_action(42).unwrap_err().message(), "invalid operation: 42");
+        assert_eq!(
+            power_action(42).unwrap_err().message(),
+            "invalid operation: 42"
+        );
     }
 
     #[test]
@@ -659,7 +687,10 @@ mod tests {
             legacy_error(JobError::UpdateInProgress),
             pb::FirmwareUpdateError::UpdateInProgress
         );
-        assert_eq!(legacy_error(JobError::Internal), pb::FirmwareUpdateError::Exception);
+        assert_eq!(
+            legacy_error(JobError::Internal),
+            pb::FirmwareUpdateError::Exception
+        );
     }
 
     #[test]
@@ -672,7 +703,10 @@ mod tests {
         assert_eq!(all.status, pb::ReturnCode::Success as i32);
         let some = batch_response::from_results(
             "m".into(),
-            vec![batch_response::node_ok("a"), batch_response::node_failed("b", "x")],
+            vec![
+                batch_response::node_ok("a"),
+                batch_response::node_failed("b", "x"),
+            ],
             2,
         );
         assert_eq!(some.status, pb::ReturnCode::Failure as i32);

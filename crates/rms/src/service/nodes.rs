@@ -150,15 +150,23 @@ pub fn target_of(info: &pb::NodeInfo, require_credentials: bool) -> Result<NodeT
         return Err("node_id is required".to_owned());
     }
     let Some(endpoint) = &info.bmc_endpoint else {
-        return Err(format!("BMC endpoint is required for node {}", info.node_id));
+        return Err(format!(
+            "BMC endpoint is required for node {}",
+            info.node_id
+        ));
     };
     let port = match endpoint.port {
         0 => DEFAULT_BMC_PORT,
         p => u16::try_from(p).map_err(|_| format!("port {p} is out of range (must be 1-65535)"))?,
     };
     let interface = endpoint.interface.clone().unwrap_or_default();
-    if interface.ip_address.trim().is_empty() && interface.host_name.as_deref().is_none_or(str::is_empty) {
-        return Err(format!("BMC endpoint of node {} has no address", info.node_id));
+    if interface.ip_address.trim().is_empty()
+        && interface.host_name.as_deref().is_none_or(str::is_empty)
+    {
+        return Err(format!(
+            "BMC endpoint of node {} has no address",
+            info.node_id
+        ));
     }
     let credentials = match endpoint.credentials.as_ref().and_then(|c| c.auth.as_ref()) {
         Some(pb::credentials::Auth::UserPass(up)) => BmcCredentials {
@@ -329,7 +337,16 @@ mod tests {
         assert!(registry.get("r1", "n1").is_ok());
         assert_eq!(registry.get("r2", "n1").unwrap_err(), Lookup::RackNotFound);
         assert_eq!(registry.get("r1", "n2").unwrap_err(), Lookup::NodeNotFound);
-        assert!(registry.get("r1", "n1").unwrap().info.bmc_endpoint.unwrap().credentials.is_none());
+        assert!(
+            registry
+                .get("r1", "n1")
+                .unwrap()
+                .info
+                .bmc_endpoint
+                .unwrap()
+                .credentials
+                .is_none()
+        );
         let guard = registry.try_power_guard("r1").unwrap();
         assert!(registry.try_power_guard("r1").is_none());
         assert!(registry.try_power_guard("r2").is_some());

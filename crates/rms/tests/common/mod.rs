@@ -155,7 +155,10 @@ impl TestRms {
         while self.job(job_id, false).await[0].execution_state
             != pb::JobExecutionState::Running as i32
         {
-            assert!(tokio::time::Instant::now() < deadline, "job {job_id} never ran");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "job {job_id} never ran"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
@@ -172,7 +175,10 @@ impl TestRms {
         let mut raw = String::new();
         stream.read_to_string(&mut raw).await.expect("read");
         let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-        (head.lines().next().unwrap_or("").to_owned(), body.to_owned())
+        (
+            head.lines().next().unwrap_or("").to_owned(),
+            body.to_owned(),
+        )
     }
 }
 
