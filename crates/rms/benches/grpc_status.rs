@@ -36,7 +36,11 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(run());
+    // Drive the client from a worker thread like the server, not from the
+    // blocking main thread.
+    runtime
+        .block_on(runtime.spawn(run()))
+        .expect("benchmark task");
 }
 
 async fn run() {
