@@ -122,3 +122,20 @@ pub async fn serve_on(
     served?;
     metrics_result.map_err(ServerError::Metrics)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sim_builds_and_redfish_is_refused_until_wired() {
+        let mut nodes = NodesConfig::default();
+        assert_eq!(build_backend(&nodes).map(|b| b.kind()).ok(), Some("sim"));
+        nodes.backend = BackendKind::Redfish;
+        let err = build_backend(&nodes).err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("node back end `redfish` is not built into this binary yet")
+        );
+    }
+}
