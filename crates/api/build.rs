@@ -1,4 +1,5 @@
-//! Compiles `proto/v1/flow.proto` with a vendored `protoc`, so a fresh machine
+//! Compiles `proto/v1/flow.proto` (and the rack manager's
+//! `proto/rack_manager/rack_manager.proto`) with a vendored `protoc`, so a fresh machine
 //! needs no system protobuf compiler.
 
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &[
                 root.join("v1/flow.proto"),
                 root.join("rackflow/sim/v1/sim.proto"),
+                root.join("rack_manager/rack_manager.proto"),
             ],
             &[root.clone(), include],
         )?;

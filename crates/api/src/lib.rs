@@ -17,5 +17,13 @@ pub mod sim {
     }
 }
 
+/// The rack manager's API (`package rack_manager`, service `RackManager`):
+/// the reference contract's M1 subset, served by `rackflow rms serve` and
+/// called by Flow's `rms` provider.
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod rack_manager {
+    tonic::include_proto!("rack_manager");
+}
+
 /// Encoded file descriptor set of the Flow API, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("flow_descriptor");

@@ -4,7 +4,7 @@
 //! one-command demo), [`fleet`] (synthetic fleets and their import),
 //! [`rack`], [`run`] (with [`control`] for pause/resume/advance/cancel and
 //! [`watch`] for the live view), [`ops`] (`power` and `firmware`, which
-//! submit tasks), [`task`], [`rule`]; [`client`] holds
+//! submit tasks), [`task`], [`rule`], [`rms`] (`rms serve`, the rack manager); [`client`] holds
 //! the gRPC connection and the error line, [`output`] the tables and JSON,
 //! [`args`] the flag value parsers, [`targets`] the target flags, [`spec`]
 //! the run spec format, [`report`] the task report and [`rule_file`] rule
@@ -20,6 +20,7 @@ pub mod ops;
 pub mod output;
 pub mod rack;
 pub mod report;
+pub mod rms;
 pub mod rule;
 pub mod rule_file;
 pub mod run;
@@ -94,6 +95,9 @@ pub enum Command {
     /// interval, on a cron schedule or once.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
+    /// The rack manager (RackManager gRPC API over node back ends).
+    #[command(subcommand)]
+    Rms(rms::RmsCommand),
     /// Print the client and server versions.
     Version,
 }
@@ -325,6 +329,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Rule(command) => rule::run(server, &command, output).await,
         Command::Schedule(command) => schedule::run(server, &command, output).await,
+        Command::Rms(command) => rms::run(&command).await,
         Command::Version => version(server, output).await,
     }
 }

@@ -33,6 +33,22 @@ pub struct Config {
     pub schedules: SchedulesSection,
     /// The simulated fleet the `sim` provider drives (`[sim]`, `[[sim.faults]]`).
     pub sim: rackflow_engine::sim::SimConfig,
+    /// Which component-manager provider drives hardware: `sim` (default)
+    /// or `rms` (a rack manager, configured under `[rms]`).
+    pub provider: Provider,
+    /// The `rms` provider's rack manager (`[rms]`).
+    pub rms: rackflow_engine::manager::rms::RmsProviderConfig,
+}
+
+/// The component-manager provider of every component type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    /// The in-process simulated fleet.
+    #[default]
+    Sim,
+    /// A rack manager over its RackManager gRPC API.
+    Rms,
 }
 
 /// The operation-run dispatcher (`[dispatcher]`).
@@ -180,6 +196,8 @@ impl Default for Config {
             tasks: TasksSection::default(),
             schedules: SchedulesSection::default(),
             sim: rackflow_engine::sim::SimConfig::default(),
+            provider: Provider::default(),
+            rms: rackflow_engine::manager::rms::RmsProviderConfig::default(),
         }
     }
 }
@@ -212,6 +230,8 @@ impl std::fmt::Debug for Config {
             .field("tasks", &self.tasks)
             .field("schedules", &self.schedules)
             .field("sim", &self.sim)
+            .field("provider", &self.provider)
+            .field("rms", &self.rms)
             .finish()
     }
 }

@@ -42,6 +42,8 @@ pub enum ServerError {
     Transport(#[from] tonic::transport::Error),
     #[error("reflection service: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    #[error("rms provider: {0}")]
+    RmsProvider(#[from] rackflow_engine::manager::rms::RmsProviderError),
 }
 
 /// Which database the configuration points at.
@@ -92,7 +94,15 @@ pub async fn serve_with_fleet(
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
     let addr = listener.local_addr().ok();
-    let registry = Arc::new(fleet.registry());
+    let registry = Arc::new(match config.provider {
+        config::Provider::Sim => fleet.registry(),
+        config::Provider::Rms => {
+            tracing::info!(address = %config.rms.address, "component managers: rack manager (rms provider)");
+            rackflow_engine::manager::ManagerRegistry::for_all_types(Arc::new(
+                rackflow_engine::manager::rms::RmsManager::new(config.rms.clone())?,
+            ))
+        }
+    });
     let executor = Arc::new(LocalExecutor::new(
         registry.clone(),
         ExecutorConfig::default(),

@@ -5,13 +5,15 @@
 //! [`FirmwareControl`], [`FirmwareStatus`]), the [`ComponentManager`] trait
 //! object that exposes whichever of them a provider implements, the
 //! [`ManagerRegistry`] mapping each component type to its manager, and the
-//! one error type [`ManagerError`]. Providers (`sim`, later `rms`) live in
+//! one error type [`ManagerError`]. Providers (`sim`, [`rms`]) live in
 //! their own modules and only implement these traits.
 //!
 //! Capabilities are separate traits rather than one big trait with
 //! "unsupported" defaults so that the executor can check, before a task
 //! starts, that every action of its rule is backed by the targeted types'
 //! managers (spec §4.3) — and name the missing capability in the error.
+
+pub mod rms;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -1,0 +1,529 @@
+//! The `rms` component-manager provider: Flow drives racks through a rack
+//! manager's `RackManager` gRPC API (decision C1, issue 5 item 4).
+//!
+//! This module owns [`RmsManager`] — power control and status, firmware
+//! control and status for every component type — its settings
+//! ([`RmsProviderConfig`]) and the background pollers of the firmware jobs
+//! it started.
+//!
+//! Mapping of Flow's inventory to rack-manager nodes: a component is the
+//! node `node_id = component external id` in rack `rack_id = rack name`
+//! (the nodes must be registered with the rack manager under those ids,
+//! e.g. by `CreateNodes` from the same inventory source).
+//!
+//! Calls:
+//! * power: `SetPowerState` per component, one at a time (synchronous in
+//!   the rack manager, which refuses a second power operation on a rack
+//!   while one runs), bounded by `rpc_timeout`; status: `GetPowerState`.
+//! * firmware: `UpdateFirmware` per component — `filename` from
+//!   `firmware_file` with `{version}`, `{component_type}` and `{operation}`
+//!   filled in, one target per sub-target (or the configured target) — then
+//!   a background poller per job calls `GetJobStatus` every `poll_interval`
+//!   until the job is terminal or `job_timeout` passed (then the update
+//!   counts as failed). Job states map Queued → Queued, Running → Verifying,
+//!   Completed → Completed, Failed → Failed; each change wakes the
+//!   executor through [`FirmwareStatus::change_feed`]. A component whose job
+//!   this process did not start is not in the status map (it "did not
+//!   answer"), so after a Flow restart the update is started again; the
+//!   rack manager's node exclusion refuses a duplicate while the old job
+//!   still runs, which fails that attempt and lets the executor retry.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rackflow_api::rack_manager as pb;
+use rackflow_api::rack_manager::rack_manager_client::RackManagerClient;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::{Channel, Endpoint};
+
+use super::{
+    ComponentManager, ComponentRef, FirmwareControl, FirmwareRequest, FirmwareState,
+    FirmwareStatus, ManagerError, PowerControl, PowerOp, PowerState, PowerStatus,
+};
+
+/// Settings of the provider (Flow's `[rms]` section; defaults documented in
+/// `docs/configuration.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RmsProviderConfig {
+    /// Rack manager gRPC address (`http://host:port`).
+    pub address: String,
+    /// Milliseconds to establish the connection.
+    pub connect_timeout_ms: u64,
+    /// Milliseconds one RPC may take (power operations included).
+    pub rpc_timeout_ms: u64,
+    /// Milliseconds between `GetJobStatus` polls of a firmware job.
+    pub poll_interval_ms: u64,
+    /// Seconds a firmware job may stay non-terminal before Flow counts it
+    /// as failed.
+    pub job_timeout_secs: u64,
+    /// Image file name sent as `filename`, relative to the rack manager's
+    /// firmware directory; `{version}`, `{component_type}` (lower case) and
+    /// `{operation}` are filled in.
+    pub firmware_file: String,
+    /// `target` of each update when the task names no sub-targets (empty:
+    /// package-derived).
+    pub firmware_target: String,
+    /// Ask the rack manager to activate firmware after flashing.
+    pub activate: bool,
+}
+
+impl Default for RmsProviderConfig {
+    fn default() -> Self {
+        RmsProviderConfig {
+            address: "http://127.0.0.1:8801".to_owned(),
+            connect_timeout_ms: 5_000,
+            rpc_timeout_ms: 120_000,
+            poll_interval_ms: 2_000,
+            job_timeout_secs: 3 * 3600,
+            firmware_file: "{component_type}-{version}.fwpkg".to_owned(),
+            firmware_target: String::new(),
+            activate: false,
+        }
+    }
+}
+
+/// The provider could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum RmsProviderError {
+    #[error("invalid rack manager address {address:?}: {message}")]
+    Address { address: String, message: String },
+}
+
+#[derive(Debug, Clone)]
+struct TrackedJob {
+    job_id: String,
+    state: FirmwareState,
+}
+
+/// Flow's manager backed by a rack manager. Share as `Arc<RmsManager>`.
+#[derive(Debug)]
+pub struct RmsManager {
+    client: RackManagerClient<Channel>,
+    config: RmsProviderConfig,
+    jobs: Arc<Mutex<HashMap<(String, String), TrackedJob>>>,
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Stops the pollers when the manager is dropped.
+    stop: CancellationToken,
+}
+
+impl Drop for RmsManager {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl RmsManager {
+    /// A manager for `config.address`; connects lazily on the first call.
+    pub fn new(config: RmsProviderConfig) -> Result<Self, RmsProviderError> {
+        let endpoint = Endpoint::from_shared(config.address.clone())
+            .map_err(|e| RmsProviderError::Address {
+                address: config.address.clone(),
+                message: e.to_string(),
+            })?
+            .connect_timeout(Duration::from_millis(config.connect_timeout_ms.max(1)))
+            .timeout(Duration::from_millis(config.rpc_timeout_ms.max(1)));
+        let (changes, _) = tokio::sync::watch::channel(0);
+        Ok(RmsManager {
+            client: RackManagerClient::new(endpoint.connect_lazy()),
+            config,
+            jobs: Arc::default(),
+            changes: Arc::new(changes),
+            stop: CancellationToken::new(),
+        })
+    }
+
+    /// The rack-manager job tracking a component's current update, if this
+    /// process started one.
+    pub fn firmware_job_id(&self, component: &ComponentRef) -> Option<String> {
+        lock(&self.jobs)
+            .get(&key(component))
+            .map(|j| j.job_id.clone())
+    }
+
+    fn firmware_targets(
+        &self,
+        request: &FirmwareRequest,
+        component: &ComponentRef,
+    ) -> Vec<pb::FirmwareTarget> {
+        let version = if request.target_version.is_empty() {
+            "latest"
+        } else {
+            request.target_version.as_str()
+        };
+        let filename = self
+            .config
+            .firmware_file
+            .replace("{version}", version)
+            .replace(
+                "{component_type}",
+                &component.component_type.to_string().to_lowercase(),
+            )
+            .replace("{operation}", &request.operation);
+        let targets: Vec<&str> = if request.sub_targets.is_empty() {
+            vec![self.config.firmware_target.as_str()]
+        } else {
+            request.sub_targets.iter().map(String::as_str).collect()
+        };
+        targets
+            .into_iter()
+            .map(|target| pb::FirmwareTarget {
+                target: target.to_owned(),
+                filename: filename.clone(),
+            })
+            .collect()
+    }
+
+    fn spawn_poller(&self, component: (String, String), job_id: String) {
+        let mut client = self.client.clone();
+        let jobs = Arc::clone(&self.jobs);
+        let changes = Arc::clone(&self.changes);
+        let stop = self.stop.clone();
+        let interval = Duration::from_millis(self.config.poll_interval_ms.max(1));
+        let deadline = Instant::now() + Duration::from_secs(self.config.job_timeout_secs);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(interval) => {}
+                }
+                let state = match client
+                    .get_job_status(pb::GetJobStatusRequest {
+                        job_id: job_id.clone(),
+                        include_child_job_states: false,
+                    })
+                    .await
+                {
+                    Ok(resp) => resp
+                        .into_inner()
+                        .job_states
+                        .first()
+                        .map(|s| firmware_state(s.execution_state)),
+                    Err(status) if status.code() == tonic::Code::NotFound => {
+                        // Evicted or lost by a restarted rack manager.
+                        Some(FirmwareState::Failed)
+                    }
+                    Err(status) => {
+                        tracing::debug!(job_id, error = %status, "job status poll failed; polling on");
+                        None
+                    }
+                };
+                let state = match state {
+                    Some(state) => state,
+                    None if Instant::now() >= deadline => FirmwareState::Failed,
+                    None => continue,
+                };
+                let state = if Instant::now() >= deadline
+                    && !matches!(state, FirmwareState::Completed | FirmwareState::Failed)
+                {
+                    tracing::warn!(job_id, "rack manager firmware job timed out");
+                    FirmwareState::Failed
+                } else {
+                    state
+                };
+                let changed = {
+                    let mut jobs = lock(&jobs);
+                    match jobs.get_mut(&component) {
+                        // A newer update replaced this job: stop polling it.
+                        Some(tracked) if tracked.job_id != job_id => return,
+                        Some(tracked) if tracked.state != state => {
+                            tracked.state = state;
+                            true
+                        }
+                        Some(_) => false,
+                        None => return,
+                    }
+                };
+                if changed {
+                    changes.send_modify(|n| *n += 1);
+                }
+                if matches!(state, FirmwareState::Completed | FirmwareState::Failed) {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+fn key(component: &ComponentRef) -> (String, String) {
+    (component.rack.clone(), component.external_id.clone())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section is a single map update.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn firmware_state(execution_state: i32) -> FirmwareState {
+    match pb::JobExecutionState::try_from(execution_state) {
+        Ok(pb::JobExecutionState::Queued) => FirmwareState::Queued,
+        Ok(pb::JobExecutionState::Running) => FirmwareState::Verifying,
+        Ok(pb::JobExecutionState::Completed) => FirmwareState::Completed,
+        Ok(pb::JobExecutionState::Failed) => FirmwareState::Failed,
+        Ok(pb::JobExecutionState::Unspecified) | Err(_) => FirmwareState::Unknown,
+    }
+}
+
+/// The rack manager's operation for a Flow power operation.
+pub fn power_operation(op: PowerOp) -> pb::PowerOperation {
+    match op {
+        PowerOp::PowerOn => pb::PowerOperation::On,
+        PowerOp::ForcePowerOn => pb::PowerOperation::ForceOn,
+        PowerOp::PowerOff => pb::PowerOperation::Off,
+        PowerOp::ForcePowerOff => pb::PowerOperation::ForceOff,
+        PowerOp::Restart => pb::PowerOperation::GracefulRestart,
+        PowerOp::ForceRestart => pb::PowerOperation::ForceRestart,
+        PowerOp::WarmReset => pb::PowerOperation::Reset,
+        PowerOp::ColdReset => pb::PowerOperation::ForceRestart,
+    }
+}
+
+fn failed(call: &str, components: Vec<String>, message: String) -> ManagerError {
+    ManagerError::CallFailed {
+        call: call.to_owned(),
+        components,
+        message,
+    }
+}
+
+#[async_trait]
+impl PowerControl for RmsManager {
+    async fn power_control(
+        &self,
+        components: &[ComponentRef],
+        op: PowerOp,
+    ) -> Result<(), ManagerError> {
+        // One at a time: the rack manager holds a per-rack power guard for
+        // the length of a SetPowerState and refuses a second one on the same
+        // rack in-band (spec §2.2), so concurrent calls would fail.
+        let mut failures = Vec::new();
+        let mut messages = Vec::new();
+        for component in components {
+            let request = pb::SetPowerStateRequest {
+                node_id: component.external_id.clone(),
+                operation: power_operation(op) as i32,
+                rack_id: component.rack.clone(),
+            };
+            let outcome = match self.client.clone().set_power_state(request).await {
+                Ok(resp) if resp.get_ref().status == pb::ReturnCode::Success as i32 => Ok(()),
+                Ok(_) => Err("rack manager reported failure".to_owned()),
+                Err(status) => Err(status.message().to_owned()),
+            };
+            if let Err(message) = outcome {
+                messages.push(format!("{}: {message}", component.external_id));
+                failures.push(component.external_id.clone());
+            }
+        }
+        if messages.is_empty() {
+            Ok(())
+        } else {
+            Err(failed("SetPowerState", failures, messages.join("; ")))
+        }
+    }
+}
+
+#[async_trait]
+impl PowerStatus for RmsManager {
+    async fn power_status(
+        &self,
+        components: &[ComponentRef],
+    ) -> Result<HashMap<String, PowerState>, ManagerError> {
+        let mut states = HashMap::new();
+        for component in components {
+            let resp = self
+                .client
+                .clone()
+                .get_power_state(pb::GetPowerStateRequest {
+                    node_id: component.external_id.clone(),
+                    rack_id: component.rack.clone(),
+                })
+                .await;
+            // A failed read leaves the component out: it did not answer.
+            if let Ok(resp) = resp {
+                let resp = resp.into_inner();
+                if resp.status == pb::ReturnCode::Success as i32 {
+                    let state = match resp.pstate.as_str() {
+                        "ON" => PowerState::On,
+                        "OFF" => PowerState::Off,
+                        _ => PowerState::Unknown,
+                    };
+                    states.insert(component.external_id.clone(), state);
+                }
+            }
+        }
+        Ok(states)
+    }
+}
+
+#[async_trait]
+impl FirmwareControl for RmsManager {
+    async fn firmware_start(
+        &self,
+        components: &[ComponentRef],
+        request: &FirmwareRequest,
+    ) -> Result<(), ManagerError> {
+        let mut failures = Vec::new();
+        let mut messages = Vec::new();
+        for component in components {
+            let resp = self
+                .client
+                .clone()
+                .update_firmware(pb::UpdateFirmwareRequest {
+                    node_id: component.external_id.clone(),
+                    rack_id: component.rack.clone(),
+                    firmware_targets: self.firmware_targets(request, component),
+                    activate: self.config.activate,
+                    force_update: request.override_version_check,
+                    ..Default::default()
+                })
+                .await;
+            match resp.map(tonic::Response::into_inner) {
+                Ok(resp) if resp.status == pb::ReturnCode::Success as i32 => {
+                    tracing::info!(
+                        component = %component.external_id,
+                        rack = %component.rack,
+                        job_id = %resp.job_id,
+                        "rack manager firmware job started"
+                    );
+                    lock(&self.jobs).insert(
+                        key(component),
+                        TrackedJob {
+                            job_id: resp.job_id.clone(),
+                            state: FirmwareState::Queued,
+                        },
+                    );
+                    self.spawn_poller(key(component), resp.job_id);
+                }
+                Ok(resp) => {
+                    messages.push(format!("{}: {}", component.external_id, resp.message));
+                    failures.push(component.external_id.clone());
+                }
+                Err(status) => {
+                    messages.push(format!("{}: {}", component.external_id, status.message()));
+                    failures.push(component.external_id.clone());
+                }
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failed("UpdateFirmware", failures, messages.join("; ")))
+        }
+    }
+}
+
+#[async_trait]
+impl FirmwareStatus for RmsManager {
+    async fn firmware_status(
+        &self,
+        components: &[ComponentRef],
+    ) -> Result<HashMap<String, FirmwareState>, ManagerError> {
+        let jobs = lock(&self.jobs);
+        Ok(components
+            .iter()
+            .filter_map(|c| jobs.get(&key(c)).map(|j| (c.external_id.clone(), j.state)))
+            .collect())
+    }
+
+    fn change_feed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.changes.subscribe())
+    }
+}
+
+impl ComponentManager for RmsManager {
+    fn name(&self) -> &str {
+        "rms"
+    }
+    fn as_power_control(&self) -> Option<&dyn PowerControl> {
+        Some(self)
+    }
+    fn as_power_status(&self) -> Option<&dyn PowerStatus> {
+        Some(self)
+    }
+    fn as_firmware_control(&self) -> Option<&dyn FirmwareControl> {
+        Some(self)
+    }
+    fn as_firmware_status(&self) -> Option<&dyn FirmwareStatus> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rackflow_domain::ComponentType;
+
+    use super::*;
+
+    fn component() -> ComponentRef {
+        ComponentRef {
+            id: uuid::Uuid::nil(),
+            component_type: ComponentType::Compute,
+            external_id: "node-7".into(),
+            rack: "rack-a".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn firmware_targets_fill_the_template() {
+        let manager = RmsManager::new(RmsProviderConfig::default()).unwrap();
+        let request = FirmwareRequest {
+            operation: "upgrade".into(),
+            target_version: "2.1.0".into(),
+            ..Default::default()
+        };
+        let targets = manager.firmware_targets(&request, &component());
+        assert_eq!(targets.len(), 1);
+        assert_eq!(targets[0].filename, "compute-2.1.0.fwpkg");
+        assert_eq!(targets[0].target, "");
+        let request = FirmwareRequest {
+            sub_targets: vec!["BMC".into(), "BIOS".into()],
+            ..Default::default()
+        };
+        let targets = manager.firmware_targets(&request, &component());
+        let names: Vec<_> = targets
+            .iter()
+            .map(|t| (t.target.as_str(), t.filename.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("BMC", "compute-latest.fwpkg"),
+                ("BIOS", "compute-latest.fwpkg")
+            ]
+        );
+    }
+
+    #[test]
+    fn states_and_operations_map() {
+        assert_eq!(
+            firmware_state(pb::JobExecutionState::Running as i32),
+            FirmwareState::Verifying
+        );
+        assert_eq!(
+            firmware_state(pb::JobExecutionState::Failed as i32),
+            FirmwareState::Failed
+        );
+        assert_eq!(firmware_state(99), FirmwareState::Unknown);
+        assert_eq!(power_operation(PowerOp::PowerOn), pb::PowerOperation::On);
+        assert_eq!(
+            power_operation(PowerOp::ForcePowerOff),
+            pb::PowerOperation::ForceOff
+        );
+        for op in PowerOp::ALL {
+            assert_ne!(power_operation(op), pb::PowerOperation::Unspecified);
+        }
+    }
+
+    #[test]
+    fn bad_address_is_refused() {
+        let config = RmsProviderConfig {
+            address: "not a uri".into(),
+            ..Default::default()
+        };
+        assert!(RmsManager::new(config).is_err());
+    }
+}

@@ -1,0 +1,671 @@
+//! The `sim` node back end: in-process simulated BMCs (decision M2).
+//!
+//! Owns the simulated node state (power, firmware versions), the latency
+//! model, fault injection by node and operation, and the call log tests and
+//! the e2e check read.
+//!
+//! Behaviour:
+//! * Nodes appear on first touch: any target is reachable, powered off, with
+//!   components `BMC` and `BIOS` at `initial_firmware_version`.
+//! * Latency: power actions take `power_latency_ms`, reads
+//!   `read_latency_ms`, a firmware update `firmware_latency_ms` (split in two
+//!   halves around a 50 % progress report); each is scaled by `1 ± jitter`
+//!   drawn from a PRNG seeded by `seed ^ hash(node, that node's call
+//!   counter)`, so the same seed and the same calls on a node give the same
+//!   latencies whatever the interleaving. Time is `tokio::time`.
+//! * A firmware update installs the image's file stem as the new version of
+//!   the component named by the image's target (`package-derived` when the
+//!   request named none). An image whose stem is already installed is
+//!   skipped unless forced.
+//! * Faults (first match wins; `node_id = "*"` matches every node):
+//!   `fail` → the call returns an error (`Rejected`, or `TaskFailed` for a
+//!   firmware update, after the latency); `hang` → the call never returns
+//!   (callers' cancellation and timeouts get tested); `slow` → ×10 latency;
+//!   `panic` → the call panics (tests the job model's abandoned-worker path).
+//! * Cancel safety: the state lock is a std mutex held only in short
+//!   synchronous sections; state changes happen after the simulated latency,
+//!   so a dropped call leaves nothing behind but its call-log entry.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    BackendError, FirmwareComponent, FirmwareImage, FirmwareOutcome, FirmwareProgress, NodeBackend,
+    NodeTarget, PowerAction, PowerState, ProgressSink,
+};
+
+/// Call-log entries kept; older ones are dropped.
+const CALL_LOG_CAPACITY: usize = 10_000;
+/// Factor a `slow` fault applies to latencies.
+const SLOW_FACTOR: u32 = 10;
+
+/// Configuration of the simulated BMCs (`[nodes.sim]`). Every default is
+/// here (and in `docs/rms.md`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimBackendConfig {
+    /// PRNG seed of the latency jitter.
+    pub seed: u64,
+    /// Milliseconds a power action takes.
+    pub power_latency_ms: u64,
+    /// Milliseconds a power-state or inventory read takes.
+    pub read_latency_ms: u64,
+    /// Milliseconds a firmware update takes.
+    pub firmware_latency_ms: u64,
+    /// Relative jitter applied to each latency, in `[0, 1]`.
+    pub jitter: f64,
+    /// Version of every component of a node on first touch.
+    pub initial_firmware_version: String,
+    /// Injected faults (`[[nodes.sim.faults]]`).
+    pub faults: Vec<SimNodeFault>,
+}
+
+impl Default for SimBackendConfig {
+    fn default() -> Self {
+        SimBackendConfig {
+            seed: 0,
+            power_latency_ms: 50,
+            read_latency_ms: 5,
+            firmware_latency_ms: 500,
+            jitter: 0.2,
+            initial_firmware_version: "1.0.0".to_owned(),
+            faults: Vec::new(),
+        }
+    }
+}
+
+/// Which back-end call a fault applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SimOperation {
+    Power,
+    PowerState,
+    Inventory,
+    Firmware,
+    Any,
+}
+
+/// What an injected fault does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SimFaultEffect {
+    Fail,
+    Hang,
+    Slow,
+    Panic,
+}
+
+impl SimFaultEffect {
+    fn as_str(self) -> &'static str {
+        match self {
+            SimFaultEffect::Fail => "fail",
+            SimFaultEffect::Hang => "hang",
+            SimFaultEffect::Slow => "slow",
+            SimFaultEffect::Panic => "panic",
+        }
+    }
+}
+
+/// One injected fault.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimNodeFault {
+    /// Node id, or `*` for every node.
+    pub node_id: String,
+    /// Limits the fault to one rack; unset = any rack.
+    #[serde(default)]
+    pub rack_id: Option<String>,
+    #[serde(default = "any_operation")]
+    pub operation: SimOperation,
+    pub effect: SimFaultEffect,
+}
+
+fn any_operation() -> SimOperation {
+    SimOperation::Any
+}
+
+impl SimNodeFault {
+    fn matches(&self, node: &NodeTarget, operation: SimOperation) -> bool {
+        (self.node_id == "*" || self.node_id == node.node_id)
+            && self.rack_id.as_ref().is_none_or(|r| *r == node.rack_id)
+            && (self.operation == SimOperation::Any || self.operation == operation)
+    }
+}
+
+/// One call the simulated BMCs received.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SimNodeCall {
+    pub sequence: u64,
+    pub rack_id: String,
+    pub node_id: String,
+    /// `set_power`, `power_state`, `firmware_inventory`, `update_firmware`.
+    pub call: &'static str,
+    /// The power action, or `target=file` of a firmware update.
+    pub detail: String,
+    /// `ok` or the fault effect.
+    pub outcome: &'static str,
+}
+
+/// The simulated BMCs. Share as `Arc<SimBackend>`.
+#[derive(Debug)]
+pub struct SimBackend {
+    config: SimBackendConfig,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    faults: Vec<SimNodeFault>,
+    nodes: BTreeMap<(String, String), SimNode>,
+    log: VecDeque<SimNodeCall>,
+    next_sequence: u64,
+    next_task: u64,
+}
+
+#[derive(Debug)]
+struct SimNode {
+    power: PowerState,
+    firmware: BTreeMap<String, String>,
+    calls: u64,
+}
+
+impl SimBackend {
+    pub fn new(config: SimBackendConfig) -> Self {
+        let faults = config.faults.clone();
+        SimBackend {
+            config,
+            inner: Mutex::new(Inner {
+                faults,
+                ..Inner::default()
+            }),
+        }
+    }
+
+    /// Replaces the injected faults (tests flip faults between calls).
+    pub fn set_faults(&self, faults: Vec<SimNodeFault>) {
+        self.lock().faults = faults;
+    }
+
+    /// The calls received so far, oldest first.
+    pub fn calls(&self) -> Vec<SimNodeCall> {
+        self.lock().log.iter().cloned().collect()
+    }
+
+    /// A node's current power state (`None` if never touched).
+    pub fn node_power(&self, rack_id: &str, node_id: &str) -> Option<PowerState> {
+        self.lock()
+            .nodes
+            .get(&(rack_id.to_owned(), node_id.to_owned()))
+            .map(|n| n.power)
+    }
+
+    /// A node's installed firmware, component → version (`None` if never
+    /// touched).
+    pub fn node_firmware(&self, rack_id: &str, node_id: &str) -> Option<BTreeMap<String, String>> {
+        self.lock()
+            .nodes
+            .get(&(rack_id.to_owned(), node_id.to_owned()))
+            .map(|n| n.firmware.clone())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every critical section leaves the state consistent.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Logs the call, bumps the node's counter and returns the fault effect
+    /// and the latency to simulate.
+    fn begin(
+        &self,
+        node: &NodeTarget,
+        call: &'static str,
+        operation: SimOperation,
+        detail: String,
+        base_ms: u64,
+    ) -> (Option<SimFaultEffect>, Duration) {
+        let mut inner = self.lock();
+        let effect = inner
+            .faults
+            .iter()
+            .find(|f| f.matches(node, operation))
+            .map(|f| f.effect);
+        let initial = self.config.initial_firmware_version.clone();
+        let sim = inner
+            .nodes
+            .entry((node.rack_id.clone(), node.node_id.clone()))
+            .or_insert_with(|| SimNode {
+                power: PowerState::Off,
+                firmware: [("BMC", &initial), ("BIOS", &initial)]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.clone()))
+                    .collect(),
+                calls: 0,
+            });
+        sim.calls += 1;
+        let draw = splitmix(self.config.seed ^ fnv(&node.rack_id, &node.node_id, sim.calls));
+        inner.next_sequence += 1;
+        let sequence = inner.next_sequence;
+        if inner.log.len() >= CALL_LOG_CAPACITY {
+            inner.log.pop_front();
+        }
+        inner.log.push_back(SimNodeCall {
+            sequence,
+            rack_id: node.rack_id.clone(),
+            node_id: node.node_id.clone(),
+            call,
+            detail,
+            outcome: effect.map_or("ok", SimFaultEffect::as_str),
+        });
+        drop(inner);
+        let latency = jittered(base_ms, self.config.jitter, draw);
+        let latency = if effect == Some(SimFaultEffect::Slow) {
+            latency * SLOW_FACTOR
+        } else {
+            latency
+        };
+        (effect, latency)
+    }
+
+    fn with_node<T>(&self, node: &NodeTarget, f: impl FnOnce(&mut SimNode) -> T) -> Option<T> {
+        self.lock()
+            .nodes
+            .get_mut(&(node.rack_id.clone(), node.node_id.clone()))
+            .map(f)
+    }
+}
+
+/// Applies the fault effects shared by every call: hang never returns,
+/// panic panics, fail returns `Some(error)` after the latency.
+async fn simulate(
+    effect: Option<SimFaultEffect>,
+    latency: Duration,
+    node: &NodeTarget,
+    call: &str,
+) -> Option<BackendError> {
+    match effect {
+        Some(SimFaultEffect::Hang) => std::future::pending::<()>().await,
+        Some(SimFaultEffect::Panic) => {
+            panic!("sim fault: injected panic in {call} on {}", node.node_id)
+        }
+        _ => {}
+    }
+    sleep(latency).await;
+    (effect == Some(SimFaultEffect::Fail)).then(|| {
+        BackendError::Rejected(format!(
+            "sim fault: {call} failed on node {} of rack {}",
+            node.node_id, node.rack_id
+        ))
+    })
+}
+
+async fn sleep(latency: Duration) {
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+}
+
+#[async_trait]
+impl NodeBackend for SimBackend {
+    fn kind(&self) -> &'static str {
+        "sim"
+    }
+
+    async fn set_power(&self, node: &NodeTarget, action: PowerAction) -> Result<(), BackendError> {
+        let (effect, latency) = self.begin(
+            node,
+            "set_power",
+            SimOperation::Power,
+            action.as_str().to_owned(),
+            self.config.power_latency_ms,
+        );
+        if let Some(error) = simulate(effect, latency, node, "set_power").await {
+            return Err(error);
+        }
+        self.with_node(node, |n| n.power = action.resulting_state());
+        Ok(())
+    }
+
+    async fn power_state(&self, node: &NodeTarget) -> Result<PowerState, BackendError> {
+        let (effect, latency) = self.begin(
+            node,
+            "power_state",
+            SimOperation::PowerState,
+            String::new(),
+            self.config.read_latency_ms,
+        );
+        if let Some(error) = simulate(effect, latency, node, "power_state").await {
+            return Err(error);
+        }
+        Ok(self
+            .with_node(node, |n| n.power)
+            .unwrap_or(PowerState::Unknown))
+    }
+
+    async fn firmware_inventory(
+        &self,
+        node: &NodeTarget,
+    ) -> Result<Vec<FirmwareComponent>, BackendError> {
+        let (effect, latency) = self.begin(
+            node,
+            "firmware_inventory",
+            SimOperation::Inventory,
+            String::new(),
+            self.config.read_latency_ms,
+        );
+        if let Some(error) = simulate(effect, latency, node, "firmware_inventory").await {
+            return Err(error);
+        }
+        Ok(self
+            .with_node(node, |n| {
+                n.firmware
+                    .iter()
+                    .map(|(name, version)| FirmwareComponent {
+                        name: name.clone(),
+                        version: version.clone(),
+                        updateable: true,
+                        target: format!("/redfish/v1/UpdateService/FirmwareInventory/{name}"),
+                        health: "OK".to_owned(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn update_firmware(
+        &self,
+        node: &NodeTarget,
+        image: &FirmwareImage,
+        progress: ProgressSink<'_>,
+    ) -> Result<FirmwareOutcome, BackendError> {
+        let file = image
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (effect, latency) = self.begin(
+            node,
+            "update_firmware",
+            SimOperation::Firmware,
+            format!("{}={file}", image.target),
+            self.config.firmware_latency_ms,
+        );
+        let version = version_of(&image.path);
+        let current = self.with_node(node, |n| n.firmware.get(&image.target).cloned());
+        if !image.force && current.flatten().as_deref() == Some(version.as_str()) {
+            return Ok(FirmwareOutcome::Skipped {
+                reason: format!("{} already at version {version}", image.target),
+            });
+        }
+        let task_id = {
+            let mut inner = self.lock();
+            inner.next_task += 1;
+            format!("sim-task-{}", inner.next_task)
+        };
+        progress(FirmwareProgress {
+            task_id: Some(task_id.clone()),
+            percent: Some(0),
+            message: "update accepted".to_owned(),
+        });
+        match effect {
+            Some(SimFaultEffect::Hang) => std::future::pending::<()>().await,
+            Some(SimFaultEffect::Panic) => {
+                panic!(
+                    "sim fault: injected panic in update_firmware on {}",
+                    node.node_id
+                )
+            }
+            _ => {}
+        }
+        sleep(latency / 2).await;
+        progress(FirmwareProgress {
+            task_id: Some(task_id.clone()),
+            percent: Some(50),
+            message: "image transferred".to_owned(),
+        });
+        sleep(latency - latency / 2).await;
+        if effect == Some(SimFaultEffect::Fail) {
+            return Err(BackendError::TaskFailed(format!(
+                "sim fault: task {task_id} failed applying {file} to {} on node {}",
+                image.target, node.node_id
+            )));
+        }
+        self.with_node(node, |n| {
+            n.firmware.insert(image.target.clone(), version.clone());
+        });
+        progress(FirmwareProgress {
+            task_id: Some(task_id.clone()),
+            percent: Some(100),
+            message: "update completed".to_owned(),
+        });
+        Ok(FirmwareOutcome::Completed {
+            task_id: Some(task_id),
+            summary: format!("{} updated to {version}", image.target),
+        })
+    }
+}
+
+/// The version an image installs in the sim: its file stem
+/// (`bmc-2.1.0.fwpkg` → `bmc-2.1.0`).
+fn version_of(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `base_ms × (1 ± jitter)` with the sign and size taken from `draw`.
+fn jittered(base_ms: u64, jitter: f64, draw: u64) -> Duration {
+    if base_ms == 0 {
+        return Duration::ZERO;
+    }
+    let jitter = jitter.clamp(0.0, 1.0);
+    if jitter == 0.0 {
+        return Duration::from_millis(base_ms);
+    }
+    // Map the draw to [-1, 1).
+    let unit = (draw >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+    let factor = 1.0 + jitter * unit;
+    Duration::from_secs_f64(base_ms as f64 * factor.max(0.0) / 1000.0)
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// FNV-1a over the node key and counter: stable across builds, unlike
+/// `DefaultHasher`.
+fn fnv(rack: &str, node: &str, counter: u64) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in rack
+        .bytes()
+        .chain([0u8])
+        .chain(node.bytes())
+        .chain(counter.to_le_bytes())
+    {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::backend::{BmcCredentials, BmcEndpoint};
+
+    fn target(node: &str) -> NodeTarget {
+        NodeTarget {
+            rack_id: "rack-1".into(),
+            node_id: node.into(),
+            node_type: 1,
+            bmc: BmcEndpoint {
+                address: "127.0.0.1".into(),
+                port: 443,
+                mac_address: String::new(),
+                credentials: BmcCredentials::default(),
+            },
+        }
+    }
+
+    fn fault(node: &str, operation: SimOperation, effect: SimFaultEffect) -> SimNodeFault {
+        SimNodeFault {
+            node_id: node.into(),
+            rack_id: None,
+            operation,
+            effect,
+        }
+    }
+
+    fn image(target: &str, file: &str) -> FirmwareImage {
+        FirmwareImage {
+            target: target.into(),
+            path: format!("/fw/{file}").into(),
+            force: false,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn power_round_trip_and_call_log() {
+        let sim = SimBackend::new(SimBackendConfig::default());
+        let n = target("n1");
+        assert_eq!(sim.power_state(&n).await.unwrap(), PowerState::Off);
+        sim.set_power(&n, PowerAction::On).await.unwrap();
+        assert_eq!(sim.power_state(&n).await.unwrap(), PowerState::On);
+        sim.set_power(&n, PowerAction::ForceOff).await.unwrap();
+        assert_eq!(sim.node_power("rack-1", "n1"), Some(PowerState::Off));
+        let calls: Vec<_> = sim.calls().iter().map(|c| c.call).collect();
+        assert_eq!(
+            calls,
+            ["power_state", "set_power", "power_state", "set_power"]
+        );
+        assert_eq!(sim.calls()[1].detail, "on");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn firmware_update_installs_stem_reports_progress_and_skips_current() {
+        let sim = SimBackend::new(SimBackendConfig::default());
+        let n = target("n1");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = {
+            let seen = seen.clone();
+            move |p: FirmwareProgress| seen.lock().unwrap().push(p.percent)
+        };
+        let outcome = sim
+            .update_firmware(&n, &image("BMC", "bmc-2.0.fwpkg"), &sink)
+            .await
+            .unwrap();
+        assert!(matches!(outcome, FirmwareOutcome::Completed { .. }));
+        assert_eq!(*seen.lock().unwrap(), [Some(0), Some(50), Some(100)]);
+        let inv = sim.firmware_inventory(&n).await.unwrap();
+        let bmc = inv.iter().find(|c| c.name == "BMC").unwrap();
+        assert_eq!(bmc.version, "bmc-2.0");
+        let again = sim
+            .update_firmware(&n, &image("BMC", "bmc-2.0.fwpkg"), &sink)
+            .await
+            .unwrap();
+        assert!(
+            matches!(again, FirmwareOutcome::Skipped { .. }),
+            "{again:?}"
+        );
+        let mut forced = image("BMC", "bmc-2.0.fwpkg");
+        forced.force = true;
+        assert!(matches!(
+            sim.update_firmware(&n, &forced, &sink).await.unwrap(),
+            FirmwareOutcome::Completed { .. }
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn faults_apply_by_node_and_operation() {
+        let sim = SimBackend::new(SimBackendConfig::default());
+        sim.set_faults(vec![
+            fault("bad", SimOperation::Power, SimFaultEffect::Fail),
+            fault("*", SimOperation::Firmware, SimFaultEffect::Fail),
+        ]);
+        let bad = target("bad");
+        let good = target("good");
+        assert!(matches!(
+            sim.set_power(&bad, PowerAction::On).await,
+            Err(BackendError::Rejected(_))
+        ));
+        // A power fault does not touch reads.
+        assert_eq!(sim.power_state(&bad).await.unwrap(), PowerState::Off);
+        sim.set_power(&good, PowerAction::On).await.unwrap();
+        let err = sim
+            .update_firmware(&good, &image("BIOS", "bios-9.fwpkg"), &|_| {})
+            .await
+            .unwrap_err();
+        assert!(err.is_poll_failure(), "{err:?}");
+        assert_eq!(
+            sim.node_firmware("rack-1", "good").unwrap()["BIOS"],
+            "1.0.0"
+        );
+        let outcomes: Vec<_> = sim.calls().iter().map(|c| c.outcome).collect();
+        assert_eq!(outcomes, ["fail", "ok", "ok", "fail"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hang_never_returns_and_slow_is_ten_times_slower() {
+        let sim = SimBackend::new(SimBackendConfig {
+            jitter: 0.0,
+            ..SimBackendConfig::default()
+        });
+        sim.set_faults(vec![
+            fault("stuck", SimOperation::Any, SimFaultEffect::Hang),
+            fault("slow", SimOperation::Power, SimFaultEffect::Slow),
+        ]);
+        let hung = tokio::time::timeout(
+            Duration::from_secs(3600),
+            sim.set_power(&target("stuck"), PowerAction::On),
+        )
+        .await;
+        assert!(hung.is_err(), "a hang fault must never return");
+        let start = tokio::time::Instant::now();
+        sim.set_power(&target("slow"), PowerAction::On)
+            .await
+            .unwrap();
+        assert_eq!(start.elapsed(), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn jitter_is_seeded_and_bounded() {
+        for draw in [0, 1, u64::MAX, 12345, splitmix(7)] {
+            let d = jittered(100, 0.2, draw);
+            assert!(d >= Duration::from_millis(80) && d <= Duration::from_millis(120));
+        }
+        assert_eq!(jittered(0, 0.5, 99), Duration::ZERO);
+        assert_eq!(fnv("r", "n", 1), fnv("r", "n", 1));
+        assert_ne!(fnv("r", "n", 1), fnv("r", "n", 2));
+        assert_ne!(fnv("ra", "n", 1), fnv("r", "an", 1));
+    }
+
+    #[test]
+    fn config_parses_faults_and_defaults() {
+        let config: SimBackendConfig = toml::from_str(
+            r#"
+            seed = 7
+            [[faults]]
+            node_id = "n1"
+            operation = "firmware"
+            effect = "hang"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.seed, 7);
+        assert_eq!(config.firmware_latency_ms, 500);
+        assert_eq!(
+            config.faults,
+            [fault("n1", SimOperation::Firmware, SimFaultEffect::Hang)]
+        );
+        assert!(toml::from_str::<SimBackendConfig>("bogus = 1").is_err());
+    }
+}

@@ -1,0 +1,715 @@
+//! The `RackManager` gRPC service (decision M1): handlers of the in-scope
+//! RPCs over the job tracker, the node registry and a node back end.
+//!
+//! Conventions (spec §2.1): business and validation failures are answered
+//! in-band (`status = FAILURE` inside an `Ok` response, logged); real gRPC
+//! errors only for invalid enums and malformed node descriptions
+//! (`INVALID_ARGUMENT`), `GetJobStatus`'s missing or unknown id
+//! (`INVALID_ARGUMENT` / `NOT_FOUND`), and out-of-scope RPCs (`UNIMPLEMENTED`,
+//! answered by tonic for methods this service does not declare). This
+//! module is the one place that builds those statuses.
+
+mod firmware;
+pub mod nodes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rackflow_api::rack_manager as pb;
+use rackflow_api::rack_manager::rack_manager_server::{RackManager, RackManagerServer};
+use tokio::task::JoinSet;
+use tonic::{Request, Response, Status};
+
+use crate::backend::{NodeBackend, NodeTarget, PowerAction, PowerState};
+use crate::config::WorkflowsConfig;
+use crate::job::{JobError, JobInfo, JobState, JobTracker};
+pub use firmware::{PACKAGE_DERIVED, ResolvedTarget, firmware_failure, resolve_targets};
+use nodes::{NodeRegistry, RegisteredNode};
+
+/// The version string `GetVersion` answers.
+pub const VERSION: &str = concat!("rackflow-rms ", env!("CARGO_PKG_VERSION"));
+
+/// The service state shared by every handler.
+#[derive(Clone)]
+pub struct RackManagerService {
+    tracker: Arc<JobTracker>,
+    backend: Arc<dyn NodeBackend>,
+    nodes: Arc<NodeRegistry>,
+    config: Arc<WorkflowsConfig>,
+}
+
+impl std::fmt::Debug for RackManagerService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RackManagerService")
+            .field("backend", &self.backend.kind())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RackManagerService {
+    pub fn new(
+        tracker: Arc<JobTracker>,
+        backend: Arc<dyn NodeBackend>,
+        config: WorkflowsConfig,
+    ) -> Self {
+        RackManagerService {
+            tracker,
+            backend,
+            nodes: Arc::new(NodeRegistry::default()),
+            config: Arc::new(config),
+        }
+    }
+
+    /// The job tracker (tests and the server's shutdown use it).
+    pub fn tracker(&self) -> &Arc<JobTracker> {
+        &self.tracker
+    }
+
+    pub fn into_server(self) -> RackManagerServer<Self> {
+        RackManagerServer::new(self)
+    }
+
+    fn bmc_timeout(&self) -> Duration {
+        self.config.bmc_call_timeout()
+    }
+
+    async fn set_power_on(&self, node: &NodeTarget, action: PowerAction) -> Result<(), String> {
+        match tokio::time::timeout(self.bmc_timeout(), self.backend.set_power(node, action)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "power operation timed out after {}s",
+                self.bmc_timeout().as_secs()
+            )),
+        }
+    }
+
+    async fn power_state_of(&self, node: &NodeTarget) -> Result<PowerState, String> {
+        match tokio::time::timeout(self.bmc_timeout(), self.backend.power_state(node)).await {
+            Ok(Ok(state)) => Ok(state),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "power state read timed out after {}s",
+                self.bmc_timeout().as_secs()
+            )),
+        }
+    }
+}
+
+/// Legacy `FirmwareUpdateError` of a job error (spec §1.4).
+pub(crate) fn legacy_error(code: JobError) -> pb::FirmwareUpdateError {
+    let name = format!(
+        "FIRMWARE_UPDATE_ERROR_{}",
+        code.legacy_firmware_update_error()
+    );
+    pb::FirmwareUpdateError::from_str_name(&name).unwrap_or(pb::FirmwareUpdateError::Unknown)
+}
+
+/// A power operation from the wire; unspecified or unknown values are an
+/// `INVALID_ARGUMENT` (spec §2.1 case 1).
+pub fn power_action(operation: i32) -> Result<PowerAction, Status> {
+    use pb::PowerOperation as Op;
+    match Op::try_from(operation) {
+        Ok(Op::Off) => Ok(PowerAction::Off),
+        Ok(Op::On) => Ok(PowerAction::On),
+        Ok(Op::Reset) => Ok(PowerAction::Reset),
+        Ok(Op::ForceOff) => Ok(PowerAction::ForceOff),
+        Ok(Op::ForceOn) => Ok(PowerAction::ForceOn),
+        Ok(Op::GracefulShutdown) => Ok(PowerAction::GracefulShutdown),
+        Ok(Op::GracefulRestart) => Ok(PowerAction::GracefulRestart),
+        Ok(Op::ForceRestart) => Ok(PowerAction::ForceRestart),
+        Ok(Op::Unspecified) | Err(_) => Err(Status::invalid_argument(format!(
+            "invalid operation: {operation}"
+        ))),
+    }
+}
+
+fn timestamp(at: chrono::DateTime<chrono::Utc>) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: at.timestamp(),
+        nanos: i32::try_from(at.timestamp_subsec_nanos()).unwrap_or(0),
+    }
+}
+
+fn execution_state(state: JobState) -> pb::JobExecutionState {
+    match state {
+        JobState::Queued => pb::JobExecutionState::Queued,
+        JobState::Running => pb::JobExecutionState::Running,
+        JobState::Completed => pb::JobExecutionState::Completed,
+        JobState::Failed => pb::JobExecutionState::Failed,
+    }
+}
+
+/// `JobStatus` of a job (spec §2.3): `rack_id`/`node_id` always set, empty
+/// for parents.
+pub fn job_status(info: JobInfo) -> pb::JobStatus {
+    pb::JobStatus {
+        execution_state: execution_state(info.state) as i32,
+        error_code: info.error_code.pb_code(),
+        created_at: Some(timestamp(info.created_at)),
+        updated_at: Some(timestamp(info.updated_at)),
+        job_id: info.job_id,
+        parent_job_id: info.parent_job_id,
+        child_job_ids: info.child_job_ids,
+        error_message: info.error_message,
+        result_json: info.result_json,
+        state_description: info.state_description,
+        rack_id: Some(info.rack_id),
+        node_id: Some(info.node_id),
+    }
+}
+
+/// Builders of `NodeBatchResponse` (spec §2.1 rules).
+pub(crate) mod batch_response {
+    use super::pb;
+
+    /// A validation failure: no job, zero stats.
+    pub fn failure(message: &str) -> pb::NodeBatchResponse {
+        pb::NodeBatchResponse {
+            status: pb::ReturnCode::Failure as i32,
+            message: message.to_owned(),
+            node_results: Vec::new(),
+            job_id: String::new(),
+            stats: Some(pb::NodeOperationStats::default()),
+        }
+    }
+
+    pub fn node_ok(node_id: &str) -> pb::NodeOperationResult {
+        pb::NodeOperationResult {
+            node_id: node_id.to_owned(),
+            status: pb::ReturnCode::Success as i32,
+            error_message: String::new(),
+        }
+    }
+
+    pub fn node_failed(node_id: &str, message: &str) -> pb::NodeOperationResult {
+        pb::NodeOperationResult {
+            node_id: node_id.to_owned(),
+            status: pb::ReturnCode::Failure as i32,
+            error_message: message.to_owned(),
+        }
+    }
+
+    /// SUCCESS only if every targeted node succeeded or was accepted.
+    pub fn from_results(
+        message: String,
+        node_results: Vec<pb::NodeOperationResult>,
+        total: usize,
+    ) -> pb::NodeBatchResponse {
+        let ok = node_results
+            .iter()
+            .filter(|r| r.status == pb::ReturnCode::Success as i32)
+            .count();
+        let failed = total.saturating_sub(ok);
+        let status = if failed == 0 && ok > 0 {
+            pb::ReturnCode::Success
+        } else {
+            pb::ReturnCode::Failure
+        };
+        pb::NodeBatchResponse {
+            status: status as i32,
+            message,
+            node_results,
+            job_id: String::new(),
+            stats: Some(pb::NodeOperationStats {
+                total_nodes: u32::try_from(total).unwrap_or(u32::MAX),
+                successful_nodes: u32::try_from(ok).unwrap_or(u32::MAX),
+                failed_nodes: u32::try_from(failed).unwrap_or(u32::MAX),
+            }),
+        }
+    }
+}
+
+fn operation_response(ok: bool, message: impl Into<String>) -> pb::OperationResponse {
+    pb::OperationResponse {
+        status: if ok {
+            pb::ReturnCode::Success
+        } else {
+            pb::ReturnCode::Failure
+        } as i32,
+        message: message.into(),
+    }
+}
+
+/// One ephemeral node of a batch RPC: its id and its target, or the
+/// in-band message why it has none.
+type EphemeralTarget = (String, Result<NodeTarget, String>);
+
+/// Ephemeral targets of a batch power RPC.
+fn ephemeral_targets(set: Option<&pb::NodeSet>) -> Result<Vec<EphemeralTarget>, Status> {
+    let nodes = set.map(|s| s.nodes.as_slice()).unwrap_or_default();
+    nodes::normalize_node_set(nodes)?;
+    Ok(nodes
+        .iter()
+        .map(|n| (n.node_id.clone(), nodes::target_of(n, false)))
+        .collect())
+}
+
+#[tonic::async_trait]
+impl RackManager for RackManagerService {
+    async fn create_nodes(
+        &self,
+        request: Request<pb::CreateNodesRequest>,
+    ) -> Result<Response<pb::CreateNodesResponse>, Status> {
+        let req = request.into_inner();
+        let nodes_in = req.nodes.map(|s| s.nodes).unwrap_or_default();
+        nodes::normalize_node_set(&nodes_in)?;
+        let total = nodes_in.len();
+        let mut failures = Vec::new();
+        for info in &nodes_in {
+            let result = if info.rack_id.trim().is_empty() {
+                Err("rack_id is required".to_owned())
+            } else {
+                nodes::target_of(info, false)
+            };
+            match result {
+                Ok(target) => self.nodes.insert(RegisteredNode {
+                    info: nodes::redacted(info),
+                    target,
+                }),
+                Err(message) => failures.push(format!("{}: {message}", info.node_id)),
+            }
+        }
+        let created = total - failures.len();
+        let ok = failures.is_empty() && total > 0;
+        let message = if total == 0 {
+            "No nodes specified in request".to_owned()
+        } else if failures.is_empty() {
+            format!("Created {created} nodes")
+        } else {
+            tracing::warn!(failed = failures.len(), "node registration failed");
+            format!(
+                "Created {created} of {total} nodes; failed: {}",
+                failures.join("; ")
+            )
+        };
+        Ok(Response::new(pb::CreateNodesResponse {
+            response: Some(operation_response(ok, message)),
+            stats: Some(pb::NodeOperationStats {
+                total_nodes: u32::try_from(total).unwrap_or(u32::MAX),
+                successful_nodes: u32::try_from(created).unwrap_or(u32::MAX),
+                failed_nodes: u32::try_from(failures.len()).unwrap_or(u32::MAX),
+            }),
+        }))
+    }
+
+    async fn list_node_inventory(
+        &self,
+        _request: Request<pb::ListNodeInventoryRequest>,
+    ) -> Result<Response<pb::ListNodeInventoryResponse>, Status> {
+        let nodes = self
+            .nodes
+            .all_nodes()
+            .iter()
+            .map(nodes::inventory_of)
+            .collect();
+        Ok(Response::new(pb::ListNodeInventoryResponse { nodes }))
+    }
+
+    async fn list_racks(
+        &self,
+        _request: Request<pb::ListRacksRequest>,
+    ) -> Result<Response<pb::ListRacksResponse>, Status> {
+        Ok(Response::new(pb::ListRacksResponse {
+            rack_ids: self.nodes.rack_ids(),
+        }))
+    }
+
+    async fn delete_node(
+        &self,
+        request: Request<pb::DeleteNodeRequest>,
+    ) -> Result<Response<pb::DeleteNodeResponse>, Status> {
+        let req = request.into_inner();
+        let response = match self.nodes.try_power_guard(&req.rack_id) {
+            None => operation_response(
+                false,
+                format!(
+                    "power operation already in progress for rack {}",
+                    req.rack_id
+                ),
+            ),
+            Some(_guard) => match self.nodes.remove(&req.rack_id, &req.node_id) {
+                Ok(()) => operation_response(true, format!("Deleted node {}", req.node_id)),
+                Err(lookup) => operation_response(false, lookup.message()),
+            },
+        };
+        Ok(Response::new(pb::DeleteNodeResponse {
+            response: Some(response),
+        }))
+    }
+
+    async fn set_power_state(
+        &self,
+        request: Request<pb::SetPowerStateRequest>,
+    ) -> Result<Response<pb::SetPowerStateResponse>, Status> {
+        let req = request.into_inner();
+        let action = power_action(req.operation)?;
+        let failure = |message: &str| {
+            tracing::warn!(rack = %req.rack_id, node = %req.node_id, error = %message, "power operation failed");
+            Ok(Response::new(pb::SetPowerStateResponse {
+                status: pb::ReturnCode::Failure as i32,
+            }))
+        };
+        let node = match self.nodes.get(&req.rack_id, &req.node_id) {
+            Ok(node) => node,
+            Err(lookup) => return failure(lookup.message()),
+        };
+        let Some(_guard) = self.nodes.try_power_guard(&req.rack_id) else {
+            return failure("power operation already in progress for rack");
+        };
+        match self.set_power_on(&node.target, action).await {
+            Ok(()) => {
+                tracing::info!(rack = %req.rack_id, node = %req.node_id, action = action.as_str(), "power operation done");
+                Ok(Response::new(pb::SetPowerStateResponse {
+                    status: pb::ReturnCode::Success as i32,
+                }))
+            }
+            Err(message) => failure(&message),
+        }
+    }
+
+    async fn get_power_state(
+        &self,
+        request: Request<pb::GetPowerStateRequest>,
+    ) -> Result<Response<pb::GetPowerStateResponse>, Status> {
+        let req = request.into_inner();
+        let answer = |ok: bool, state: PowerState| pb::GetPowerStateResponse {
+            status: if ok {
+                pb::ReturnCode::Success
+            } else {
+                pb::ReturnCode::Failure
+            } as i32,
+            node_id: req.node_id.clone(),
+            pstate: state.pstate().to_owned(),
+            rack_id: req.rack_id.clone(),
+        };
+        let node = match self.nodes.get(&req.rack_id, &req.node_id) {
+            Ok(node) => node,
+            Err(lookup) => {
+                tracing::warn!(rack = %req.rack_id, node = %req.node_id, error = lookup.message(), "power state read failed");
+                return Ok(Response::new(answer(false, PowerState::Unknown)));
+            }
+        };
+        Ok(Response::new(
+            match self.power_state_of(&node.target).await {
+                Ok(state) => answer(true, state),
+                Err(error) => {
+                    tracing::warn!(rack = %req.rack_id, node = %req.node_id, %error, "power state read failed");
+                    answer(false, PowerState::Unknown)
+                }
+            },
+        ))
+    }
+
+    async fn batch_set_power_state(
+        &self,
+        request: Request<pb::BatchSetPowerStateRequest>,
+    ) -> Result<Response<pb::BatchSetPowerStateResponse>, Status> {
+        let req = request.into_inner();
+        let action = power_action(req.operation)?;
+        let targets = ephemeral_targets(req.nodes.as_ref())?;
+        if targets.is_empty() {
+            return Ok(Response::new(pb::BatchSetPowerStateResponse {
+                response: Some(batch_response::failure("No nodes specified in request")),
+            }));
+        }
+        let total = targets.len();
+        let mut set = JoinSet::new();
+        for (index, (node_id, target)) in targets.into_iter().enumerate() {
+            let this = self.clone();
+            set.spawn(async move {
+                let result = match target {
+                    Ok(target) => this.set_power_on(&target, action).await,
+                    Err(message) => Err(message),
+                };
+                (index, node_id, result)
+            });
+        }
+        let mut results = collect_indexed(set).await;
+        results.sort_by_key(|(i, ..)| *i);
+        let node_results = results
+            .iter()
+            .map(|(_, node_id, r)| match r {
+                Ok(()) => batch_response::node_ok(node_id),
+                Err(e) => batch_response::node_failed(node_id, e),
+            })
+            .collect::<Vec<_>>();
+        let failed = node_results
+            .iter()
+            .filter(|r| r.status != pb::ReturnCode::Success as i32)
+            .count();
+        let message = format!(
+            "Power operation {} on {} nodes: {} succeeded, {failed} failed",
+            action.as_str(),
+            total,
+            total - failed
+        );
+        Ok(Response::new(pb::BatchSetPowerStateResponse {
+            response: Some(batch_response::from_results(message, node_results, total)),
+        }))
+    }
+
+    async fn batch_get_power_state(
+        &self,
+        request: Request<pb::BatchGetPowerStateRequest>,
+    ) -> Result<Response<pb::BatchGetPowerStateResponse>, Status> {
+        let req = request.into_inner();
+        let targets = ephemeral_targets(req.nodes.as_ref())?;
+        if targets.is_empty() {
+            return Ok(Response::new(pb::BatchGetPowerStateResponse {
+                response: Some(batch_response::failure("No nodes specified in request")),
+                node_power_states: Vec::new(),
+            }));
+        }
+        let total = targets.len();
+        let mut set = JoinSet::new();
+        for (index, (node_id, target)) in targets.into_iter().enumerate() {
+            let this = self.clone();
+            set.spawn(async move {
+                let result = match target {
+                    Ok(target) => this.power_state_of(&target).await,
+                    Err(message) => Err(message),
+                };
+                (index, node_id, result)
+            });
+        }
+        let mut results = collect_indexed(set).await;
+        results.sort_by_key(|(i, ..)| *i);
+        let mut node_results = Vec::with_capacity(total);
+        let mut node_power_states = Vec::with_capacity(total);
+        for (_, node_id, result) in &results {
+            let state = match result {
+                Ok(state) => {
+                    node_results.push(batch_response::node_ok(node_id));
+                    *state
+                }
+                Err(e) => {
+                    node_results.push(batch_response::node_failed(node_id, e));
+                    PowerState::Unknown
+                }
+            };
+            node_power_states.push(pb::NodePowerState {
+                node_id: node_id.clone(),
+                pstate: state.pstate().to_owned(),
+            });
+        }
+        let failed = total
+            - node_results
+                .iter()
+                .filter(|r| r.status == pb::ReturnCode::Success as i32)
+                .count();
+        let message = format!(
+            "Read power state of {total} nodes: {} succeeded, {failed} failed",
+            total - failed
+        );
+        Ok(Response::new(pb::BatchGetPowerStateResponse {
+            response: Some(batch_response::from_results(message, node_results, total)),
+            node_power_states,
+        }))
+    }
+
+    async fn update_firmware(
+        &self,
+        request: Request<pb::UpdateFirmwareRequest>,
+    ) -> Result<Response<pb::UpdateFirmwareResponse>, Status> {
+        Ok(Response::new(
+            self.handle_update_firmware(request.into_inner()),
+        ))
+    }
+
+    async fn batch_update_firmware_by_node_type(
+        &self,
+        request: Request<pb::BatchUpdateFirmwareByNodeTypeRequest>,
+    ) -> Result<Response<pb::BatchUpdateFirmwareByNodeTypeResponse>, Status> {
+        self.batch_update_by_node_type(request.into_inner())
+            .map(Response::new)
+    }
+
+    async fn batch_update_firmware(
+        &self,
+        request: Request<pb::BatchUpdateFirmwareRequest>,
+    ) -> Result<Response<pb::BatchUpdateFirmwareResponse>, Status> {
+        self.batch_update(request.into_inner()).map(Response::new)
+    }
+
+    async fn get_node_firmware_inventory(
+        &self,
+        request: Request<pb::GetNodeFirmwareInventoryRequest>,
+    ) -> Result<Response<pb::GetNodeFirmwareInventoryResponse>, Status> {
+        let req = request.into_inner();
+        let failure = |error: &str| {
+            tracing::warn!(rack = %req.rack_id, node = %req.node_id, error, "firmware inventory failed");
+            Ok(Response::new(pb::GetNodeFirmwareInventoryResponse {
+                status: pb::ReturnCode::Failure as i32,
+                firmware_list: Vec::new(),
+            }))
+        };
+        let node = match self.nodes.get(&req.rack_id, &req.node_id) {
+            Ok(node) => node,
+            Err(lookup) => return failure(lookup.message()),
+        };
+        let result = tokio::time::timeout(
+            self.bmc_timeout(),
+            self.backend.firmware_inventory(&node.target),
+        )
+        .await;
+        match result {
+            Ok(Ok(components)) => Ok(Response::new(pb::GetNodeFirmwareInventoryResponse {
+                status: pb::ReturnCode::Success as i32,
+                firmware_list: components
+                    .into_iter()
+                    .map(|c| pb::FirmwareInventoryInfo {
+                        name: c.name,
+                        version: c.version,
+                        updateable: c.updateable,
+                        target: c.target,
+                        health: c.health,
+                        firmware_type: 0,
+                    })
+                    .collect(),
+            })),
+            Ok(Err(e)) => failure(&e.to_string()),
+            Err(_) => failure("firmware inventory read timed out"),
+        }
+    }
+
+    async fn get_job_status(
+        &self,
+        request: Request<pb::GetJobStatusRequest>,
+    ) -> Result<Response<pb::GetJobStatusResponse>, Status> {
+        let req = request.into_inner();
+        let job_id = req.job_id.trim();
+        if job_id.is_empty() {
+            return Err(Status::invalid_argument("job_id is required"));
+        }
+        let Some(info) = self.tracker.get_job(job_id) else {
+            return Err(Status::not_found(format!("job {job_id} not found")));
+        };
+        let children = if req.include_child_job_states {
+            info.child_job_ids.clone()
+        } else {
+            Vec::new()
+        };
+        let mut job_states = vec![job_status(info)];
+        for child in children {
+            match self.tracker.get_job(&child) {
+                Some(child) => job_states.push(job_status(child)),
+                None => tracing::warn!(
+                    job_id,
+                    child_job_id = %child,
+                    "child job not found while building GetJobStatus response"
+                ),
+            }
+        }
+        Ok(Response::new(pb::GetJobStatusResponse { job_states }))
+    }
+
+    async fn get_firmware_job_status(
+        &self,
+        request: Request<pb::GetFirmwareJobStatusRequest>,
+    ) -> Result<Response<pb::GetFirmwareJobStatusResponse>, Status> {
+        let req = request.into_inner();
+        let job_id = req.job_id.trim().to_owned();
+        let Some(info) = self.tracker.get_job(&job_id) else {
+            return Ok(Response::new(pb::GetFirmwareJobStatusResponse {
+                status: pb::ReturnCode::Failure as i32,
+                error_message: format!("job {job_id} not found"),
+                job_id,
+                ..Default::default()
+            }));
+        };
+        Ok(Response::new(pb::GetFirmwareJobStatusResponse {
+            status: pb::ReturnCode::Success as i32,
+            job_state: execution_state(info.state) as i32,
+            error_code: legacy_error(info.error_code) as i32,
+            created_at: Some(timestamp(info.created_at)),
+            updated_at: Some(timestamp(info.updated_at)),
+            job_id: info.job_id,
+            state_description: info.state_description,
+            rack_id: info.rack_id,
+            node_id: info.node_id,
+            error_message: info.error_message,
+            result_json: info.result_json,
+        }))
+    }
+
+    async fn get_version(
+        &self,
+        _request: Request<pb::GetVersionRequest>,
+    ) -> Result<Response<pb::GetVersionResponse>, Status> {
+        Ok(Response::new(pb::GetVersionResponse {
+            version: VERSION.to_owned(),
+        }))
+    }
+}
+
+/// Results of a join set; a task that panicked is dropped from the list
+/// (and logged), so the caller counts its node as failed.
+async fn collect_indexed<T: 'static>(mut set: JoinSet<T>) -> Vec<T> {
+    let mut out = Vec::with_capacity(set.len());
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok(value) => out.push(value),
+            Err(e) => tracing::error!(error = %e, "batch power task failed"),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn power_operations_map_and_unspecified_is_invalid() {
+        assert_eq!(power_action(2).unwrap(), PowerAction::On);
+        assert_eq!(power_action(8).unwrap(), PowerAction::ForceRestart);
+        let status = power_action(0).unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert_eq!(status.message(), "invalid operation: 0");
+        assert_eq!(
+            power_action(42).unwrap_err().message(),
+            "invalid operation: 42"
+        );
+    }
+
+    #[test]
+    fn legacy_error_names_resolve() {
+        for code in JobError::ALL {
+            assert_ne!(
+                legacy_error(code),
+                pb::FirmwareUpdateError::Unknown,
+                "{code:?} has no legacy value"
+            );
+        }
+        assert_eq!(
+            legacy_error(JobError::UpdateInProgress),
+            pb::FirmwareUpdateError::UpdateInProgress
+        );
+        assert_eq!(
+            legacy_error(JobError::Internal),
+            pb::FirmwareUpdateError::Exception
+        );
+    }
+
+    #[test]
+    fn batch_status_is_success_only_when_every_node_succeeded() {
+        let all = batch_response::from_results(
+            "m".into(),
+            vec![batch_response::node_ok("a"), batch_response::node_ok("b")],
+            2,
+        );
+        assert_eq!(all.status, pb::ReturnCode::Success as i32);
+        let some = batch_response::from_results(
+            "m".into(),
+            vec![
+                batch_response::node_ok("a"),
+                batch_response::node_failed("b", "x"),
+            ],
+            2,
+        );
+        assert_eq!(some.status, pb::ReturnCode::Failure as i32);
+        assert_eq!(some.stats.unwrap().failed_nodes, 1);
+    }
+}

@@ -1,0 +1,252 @@
+//! Flow → rack manager → simulated BMCs, end to end (issue 5 item 4).
+//!
+//! A rack manager with the `sim` back end runs on a free loopback port with
+//! the fixture rack's components registered as nodes; a Flow server
+//! configured with the `rms` provider drives it. A firmware-upgrade task
+//! and a power-on task go through Flow's gRPC API and must complete, with
+//! the rack manager's simulated BMCs showing the work.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Backend, TestServer, fixture_fleet, fixture_id, uuid};
+use rackflow_api::rack_manager as rmpb;
+use rackflow_api::rack_manager::rack_manager_client::RackManagerClient;
+use rackflow_api::v1 as pb;
+use rackflow_rms::backend::PowerState;
+use rackflow_rms::backend::sim::{SimBackend, SimBackendConfig};
+use rackflow_rms::config::RmsConfig;
+use rackflow_server::Config;
+use rackflow_server::config::Provider;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+both_stores!(firmware_upgrade_and_power_on_through_the_rack_manager);
+
+const DEADLINE: Duration = Duration::from_secs(60);
+/// The fixture rack (`r-0001`: 2 compute trays, 1 NVSwitch, 1 power shelf).
+const RACK: &str = "r-0001";
+const NODES: [(&str, rmpb::NodeType); 4] = [
+    ("r-0001-compute-00", rmpb::NodeType::ComputeGb200Nvidia),
+    ("r-0001-compute-01", rmpb::NodeType::ComputeGb200Nvidia),
+    ("r-0001-nvswitch-00", rmpb::NodeType::SwitchGb200Nvidia),
+    (
+        "r-0001-powershelf-00",
+        rmpb::NodeType::PowershelfGb200Liteon,
+    ),
+];
+
+struct Rms {
+    addr: std::net::SocketAddr,
+    sim: Arc<SimBackend>,
+    dir: std::path::PathBuf,
+    stop: CancellationToken,
+    handle: tokio::task::JoinHandle<()>,
+}
+
+async fn start_rms() -> Rms {
+    let dir = std::env::temp_dir().join(format!("rms-e2e-fw-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("firmware dir");
+    for file in [
+        "compute-2.0.0.fwpkg",
+        "nvswitch-2.0.0.fwpkg",
+        "powershelf-2.0.0.fwpkg",
+    ] {
+        std::fs::write(dir.join(file), b"image").expect("image");
+    }
+    let mut config = RmsConfig::default();
+    config.workflows.firmware_dir = dir.clone();
+    config.workflows.shutdown_timeout_seconds = 1;
+    config.shutdown_grace_seconds = 1;
+    config.nodes.sim = SimBackendConfig {
+        power_latency_ms: 10,
+        read_latency_ms: 1,
+        firmware_latency_ms: 60,
+        jitter: 0.0,
+        ..SimBackendConfig::default()
+    };
+    let sim = Arc::new(SimBackend::new(config.nodes.sim.clone()));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let stop = CancellationToken::new();
+    let backend = sim.clone();
+    let token = stop.clone();
+    let handle = tokio::spawn(async move {
+        rackflow_rms::server::serve_on(config, backend, listener, None, token)
+            .await
+            .expect("rack manager runs");
+    });
+    let mut client = RackManagerClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect rack manager");
+    let nodes = NODES
+        .iter()
+        .map(|(node, ty)| rmpb::NodeInfo {
+            node_id: (*node).to_owned(),
+            rack_id: RACK.to_owned(),
+            r#type: Some(*ty as i32),
+            bmc_endpoint: Some(rmpb::Endpoint {
+                interface: Some(rmpb::NetworkInterface {
+                    ip_address: "127.0.0.1".into(),
+                    ..Default::default()
+                }),
+                port: 443,
+                credentials: None,
+            }),
+            ..Default::default()
+        })
+        .collect();
+    let created = client
+        .create_nodes(rmpb::CreateNodesRequest {
+            nodes: Some(rmpb::NodeSet { nodes }),
+        })
+        .await
+        .expect("CreateNodes")
+        .into_inner();
+    assert_eq!(created.stats.expect("stats").successful_nodes, 4);
+    Rms {
+        addr,
+        sim,
+        dir,
+        stop,
+        handle,
+    }
+}
+
+async fn wait_completed(client: &mut common_client::Client, id: Uuid) -> pb::Task {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let t = client
+            .get_tasks_by_i_ds(pb::GetTasksByIDsRequest {
+                task_ids: vec![uuid(id)],
+            })
+            .await
+            .expect("get task")
+            .into_inner()
+            .tasks
+            .remove(0);
+        if t.finished_at.is_some() && t.status != pb::TaskStatus::Waiting as i32 {
+            assert_eq!(
+                t.status,
+                pb::TaskStatus::Completed as i32,
+                "task {id}: {t:#?}"
+            );
+            return t;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "task {id} never finished: {t:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+mod common_client {
+    pub type Client = rackflow_api::v1::flow_client::FlowClient<tonic::transport::Channel>;
+}
+
+fn whole_rack() -> pb::OperationTargetSpec {
+    pb::OperationTargetSpec {
+        targets: Some(pb::operation_target_spec::Targets::Racks(pb::RackTargets {
+            targets: vec![pb::RackTarget {
+                identifier: Some(pb::rack_target::Identifier::Id(uuid(fixture_id(1)))),
+                component_types: Vec::new(),
+            }],
+        })),
+    }
+}
+
+fn task_id(reply: pb::SubmitTaskResponse) -> Uuid {
+    assert_eq!(reply.task_ids.len(), 1, "one task for one rack");
+    Uuid::parse_str(&reply.task_ids[0].id).expect("task id")
+}
+
+async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend) {
+    let rms = start_rms().await;
+    let mut config = Config::default();
+    config.dispatcher.enabled = false;
+    config.provider = Provider::Rms;
+    config.rms.address = format!("http://{}", rms.addr);
+    config.rms.poll_interval_ms = 20;
+    config.rms.job_timeout_secs = 30;
+    let Some(mut flow) = TestServer::start_with(backend, config).await else {
+        return;
+    };
+    fixture_fleet(&mut flow.client, 1).await;
+
+    // Firmware: every component the built-in rule updates gets its type's
+    // 2.0.0 image through a rack-manager job.
+    let reply = flow
+        .client
+        .upgrade_firmware(pb::UpgradeFirmwareRequest {
+            target_spec: Some(whole_rack()),
+            target_version: Some("2.0.0".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("UpgradeFirmware")
+        .into_inner();
+    wait_completed(&mut flow.client, task_id(reply)).await;
+    // The built-in firmware rule updates compute trays, then NVSwitches.
+    for (node, _) in &NODES[..3] {
+        let firmware = rms.sim.node_firmware(RACK, node).expect("node touched");
+        let kind = node.split('-').nth(2).expect("kind");
+        assert_eq!(
+            firmware.get("package-derived").map(String::as_str),
+            Some(format!("{kind}-2.0.0").as_str()),
+            "{node}: {firmware:?}"
+        );
+    }
+    let mut updates: Vec<_> = rms
+        .sim
+        .calls()
+        .into_iter()
+        .filter(|c| c.call == "update_firmware")
+        .map(|c| c.node_id)
+        .collect();
+    assert_eq!(
+        updates.pop().as_deref(),
+        Some("r-0001-nvswitch-00"),
+        "the switch stage runs after the compute stage"
+    );
+    updates.sort();
+    assert_eq!(
+        updates,
+        ["r-0001-compute-00", "r-0001-compute-01"],
+        "one update per compute tray"
+    );
+
+    // Power on: every node is on afterwards.
+    let reply = flow
+        .client
+        .power_on_rack(pb::PowerOnRackRequest {
+            target_spec: Some(whole_rack()),
+            ..Default::default()
+        })
+        .await
+        .expect("PowerOnRack")
+        .into_inner();
+    wait_completed(&mut flow.client, task_id(reply)).await;
+    for (node, _) in NODES {
+        assert_eq!(
+            rms.sim.node_power(RACK, node),
+            Some(PowerState::On),
+            "{node}"
+        );
+    }
+    assert!(
+        rms.sim
+            .calls()
+            .iter()
+            .any(|c| c.call == "set_power" && c.detail == "on"),
+        "the rack manager carried out power-on"
+    );
+
+    flow.stop().await;
+    rms.stop.cancel();
+    let _ = rms.handle.await;
+    let _ = std::fs::remove_dir_all(&rms.dir);
+}
