@@ -173,7 +173,9 @@ pub async fn serve_with_fleet(
         .add_service(FlowServer::new(flow))
         .add_service(sim_admin::SimAdminService::new(fleet).into_server())
         .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            // TCP_NODELAY: a small unary reply must not wait for Nagle and
+            // the peer's delayed ACK (up to ~40 ms per call).
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
             async move { stop.cancelled().await },
         );
     tokio::pin!(server);
