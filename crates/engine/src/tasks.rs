@@ -28,7 +28,7 @@ use rackflow_domain::task::{
 };
 use rackflow_domain::{ComponentType, ComponentsByType};
 use rackflow_store::{
-    Store, StoreError, SubmitDecision, SubmitOutcome, TaskTransition, TaskUpdate,
+    Store, StoreError, SubmitDecision, SubmitOutcome, TaskStart, TaskTransition, TaskUpdate,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -302,6 +302,15 @@ impl TaskManager {
         let shape_components = task.components_by_type.clone();
         let task_type = task.task_type;
         let queue = req.queue;
+        // A task that may run now is inserted as running, with the rule
+        // just resolved frozen onto it: one write instead of two. A queued
+        // one resolves its rule when the promoter starts it (§4.4).
+        let start = TaskStart {
+            applied_rule_id: resolved.applied_rule_id,
+            rule_definition: resolved.definition.clone(),
+            executor_type: LOCAL_EXECUTOR.into(),
+            execution_id: format!("{LOCAL_EXECUTOR}:{}", task.id),
+        };
         let decide = move |unfinished: &[Task]| -> SubmitDecision {
             let candidate = TaskShape {
                 task_type,
@@ -332,14 +341,16 @@ impl TaskManager {
                 queue.timeout_secs,
             ) {
                 Submission::Pending => SubmitDecision::Insert {
-                    status: TaskStatus::Pending,
-                    message: messages::PENDING.into(),
+                    status: TaskStatus::Running,
+                    message: messages::RUNNING.into(),
                     queue_expires_at: None,
+                    start: Some(start.clone()),
                 },
                 Submission::Waiting { expires_at } => SubmitDecision::Insert {
                     status: TaskStatus::Waiting,
                     message: messages::WAITING.into(),
                     queue_expires_at: Some(expires_at),
+                    start: None,
                 },
                 Submission::RejectConflict => SubmitDecision::Reject("conflict".into()),
                 Submission::RejectQueueFull { waiting } => {
@@ -347,7 +358,16 @@ impl TaskManager {
                 }
             }
         };
-        match self.store.task_submit(&task, &decide).await? {
+        // The cancel token exists before the row says `running` (see
+        // `start`): a cancel landing between the insert and `spawn_run` then
+        // stops the executor before its first call.
+        self.cancel_token(task.id);
+        let submitted = self.store.task_submit(&task, &decide).await;
+        if !matches!(&submitted, Ok(SubmitOutcome::Inserted(stored)) if stored.status == TaskStatus::Running)
+        {
+            self.forget_cancel_token(task.id);
+        }
+        match submitted? {
             SubmitOutcome::Existing(existing) => Ok(existing.id),
             SubmitOutcome::Rejected(reason) => Err(match reason.strip_prefix("queue-full:") {
                 Some(n) => TaskError::QueueFull(n.parse().unwrap_or(0)),
@@ -356,8 +376,10 @@ impl TaskManager {
             SubmitOutcome::Inserted(stored) => {
                 tracing::info!(task_id = %stored.id, rack_id = %rack_id, operation = %stored.operation(), status = %stored.status, "task submitted");
                 self.emit(&stored);
-                if stored.status == TaskStatus::Pending {
-                    self.start(stored.clone(), Some(resolved)).await;
+                if stored.status == TaskStatus::Running {
+                    let id = stored.id;
+                    self.spawn_run(stored, None);
+                    return Ok(id);
                 }
                 Ok(stored.id)
             }
@@ -406,21 +428,20 @@ impl TaskManager {
 
     // ---- execution --------------------------------------------------------
 
-    /// Freezes the rule onto a pending task, marks it running and hands it
-    /// to the executor in the background. `resolved` is the rule the
-    /// submission just resolved (resolving it again here cost two reads per
-    /// task); a promoted or recovered task passes `None` and resolves now.
-    async fn start(self: &Arc<Self>, task: Task, resolved: Option<rule::ResolvedRule>) {
-        let resolved = match (resolved, &task.rule_definition) {
-            (Some(resolved), _) => resolved,
+    /// Freezes the rule onto a pending task (one the promoter let out of
+    /// the queue, or one a restart found pending), marks it running and
+    /// hands it to the executor in the background. A fresh submission that
+    /// may run at once is inserted as running instead (`submit_rack`).
+    async fn start(self: &Arc<Self>, task: Task) {
+        let resolved = match &task.rule_definition {
             // The explicit rule frozen at submission (see `submit_rack`):
             // a promoted or recovered task keeps the rule it was asked for.
-            (None, Some(definition)) => rule::ResolvedRule {
+            Some(definition) => rule::ResolvedRule {
                 definition: definition.clone(),
                 applied_rule_id: task.applied_rule_id,
                 source: rule::RuleSource::Explicit,
             },
-            (None, None) => {
+            None => {
                 self.resolve_rule(task.task_type, &task.information.code, task.rack_id, None)
                     .await
             }
@@ -478,20 +499,42 @@ impl TaskManager {
         let user_cancel = self.cancel_token(task.id);
         let manager = Arc::clone(self);
         self.tracker.spawn(async move {
-            let outcome = manager
+            let (outcome, last_report) = manager
                 .execute(&task, resume_from, user_cancel.clone())
                 .await;
             manager.forget_cancel_token(task.id);
-            manager.finish(&task, outcome).await;
+            manager.finish(&task, outcome, last_report).await;
         });
     }
 
+    /// Runs the task; returns the outcome and the newest report snapshot
+    /// the background writer had not written yet (it goes into the same
+    /// write as the outcome).
     async fn execute(
         self: &Arc<Self>,
         task: &Task,
         resume_from: Option<Report>,
         cancel: CancellationToken,
-    ) -> Result<TaskOutcome, TaskError> {
+    ) -> (Result<TaskOutcome, TaskError>, Option<serde_json::Value>) {
+        match self.prepare(task, resume_from).await {
+            Ok(Ok(job)) => {
+                let (sink, writer) = StoreSink::start(Arc::clone(&self.store), task.id);
+                let outcome = self.executor.run(job, sink.clone(), cancel).await;
+                let last_report = sink.finish(writer).await;
+                (Ok(outcome), last_report)
+            }
+            Ok(Err(failed)) => (Ok(failed), None),
+            Err(e) => (Err(e), None),
+        }
+    }
+
+    /// The executor's job for `task`, or the outcome of a task that cannot
+    /// run (a component left the inventory).
+    async fn prepare(
+        &self,
+        task: &Task,
+        resume_from: Option<Report>,
+    ) -> Result<Result<TaskJob, TaskOutcome>, TaskError> {
         let components = self.store.components_of_racks(&[task.rack_id]).await?;
         let rack = self.store.rack_get(task.rack_id, true).await?;
         let rack_name = rack
@@ -502,9 +545,9 @@ impl TaskManager {
         for (ty, ids) in task.components_by_type.iter() {
             for id in ids {
                 let Some(component) = components.iter().find(|c| c.id == *id) else {
-                    return Ok(TaskOutcome::Failed(format!(
+                    return Ok(Err(TaskOutcome::Failed(format!(
                         "component {id} is no longer in the inventory"
-                    )));
+                    ))));
                 };
                 refs.push(ComponentRef {
                     id: *id,
@@ -518,32 +561,23 @@ impl TaskManager {
             .rule_definition
             .clone()
             .unwrap_or_else(|| rule::builtin_rule(task.task_type, &task.information.code));
-        let job = TaskJob {
+        Ok(Ok(TaskJob {
             task_id: task.id,
             information: task.information.clone(),
             definition,
             components: refs,
             resume_from,
-        };
-        let (sink, writer) = StoreSink::start(Arc::clone(&self.store), task.id);
-        let outcome = self.executor.run(job, sink, cancel).await;
-        // Every snapshot is on disk before the outcome is recorded. The
-        // bound only guards against a sink clone outliving the executor.
-        match tokio::time::timeout(Duration::from_secs(10), writer).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(task_id = %task.id, error = %e, "report writer stopped early")
-            }
-            Err(_) => {
-                tracing::warn!(task_id = %task.id, "report writer still busy; recording the outcome anyway")
-            }
-        }
-        Ok(outcome)
+        }))
     }
 
     /// Records the outcome. A cancel by shutdown leaves the row untouched so
     /// the next start resumes it; a user cancel was recorded by `cancel`.
-    async fn finish(self: &Arc<Self>, task: &Task, outcome: Result<TaskOutcome, TaskError>) {
+    async fn finish(
+        self: &Arc<Self>,
+        task: &Task,
+        outcome: Result<TaskOutcome, TaskError>,
+        last_report: Option<serde_json::Value>,
+    ) {
         let (status, message) = match outcome {
             Ok(TaskOutcome::Completed) => (TaskStatus::Completed, messages::COMPLETED.to_string()),
             Ok(TaskOutcome::Failed(message)) => {
@@ -558,6 +592,19 @@ impl TaskManager {
                 )
             }
             Ok(TaskOutcome::Cancelled) => {
+                // No outcome to record (a user cancel recorded `terminated`
+                // already; a shutdown leaves the row to the next start), but
+                // the last snapshot — stages failed with `cancelled` — is.
+                if let Some(report) = last_report {
+                    let update = TaskUpdate {
+                        expected: vec![TaskStatus::Running, TaskStatus::Terminated],
+                        report: Some(report),
+                        ..Default::default()
+                    };
+                    if let Err(e) = self.store.task_update_quiet(task.id, &update).await {
+                        tracing::warn!(task_id = %task.id, error = %e, "report not persisted");
+                    }
+                }
                 if self.shutdown.is_cancelled() {
                     tracing::info!(task_id = %task.id, "task interrupted by shutdown; it resumes on the next start");
                 }
@@ -566,18 +613,36 @@ impl TaskManager {
             }
             Err(e) => (TaskStatus::Failed, status_message(&e.to_string())),
         };
+        // The last report snapshot and the outcome in one write.
         let update = TaskUpdate {
             expected: vec![TaskStatus::Running],
             status: Some(status),
             message: Some(message.clone()),
+            report: last_report.clone(),
             ..Default::default()
         };
-        match self.store.task_update(task.id, &update).await {
-            Ok(Some(done)) => {
+        match self.store.task_update_quiet(task.id, &update).await {
+            Ok(true) => {
                 tracing::info!(task_id = %task.id, status = %status, message = %message, "task finished");
-                self.emit(&done);
+                let _ = self.events.send(TaskEvent {
+                    task_id: task.id,
+                    rack_id: task.rack_id,
+                    status,
+                });
             }
-            Ok(None) => {
+            Ok(false) => {
+                // Cancelled meanwhile: the row is `terminated`; its report
+                // still gets the final snapshot.
+                if let Some(report) = last_report {
+                    let update = TaskUpdate {
+                        expected: vec![TaskStatus::Terminated],
+                        report: Some(report),
+                        ..Default::default()
+                    };
+                    if let Err(e) = self.store.task_update_quiet(task.id, &update).await {
+                        tracing::warn!(task_id = %task.id, error = %e, "report not persisted");
+                    }
+                }
                 tracing::info!(task_id = %task.id, "task was no longer running when it finished (cancelled)")
             }
             Err(e) => {
@@ -688,7 +753,7 @@ impl TaskManager {
             self.emit(&task);
             if task.status == TaskStatus::Pending {
                 tracing::info!(task_id = %task.id, rack_id = %rack_id, "task promoted");
-                self.start(task, None).await;
+                self.start(task).await;
             } else {
                 tracing::info!(task_id = %task.id, rack_id = %rack_id, status = %task.status, message = %task.message, "waiting task ended");
             }
@@ -764,10 +829,10 @@ impl TaskManager {
                         ..Default::default()
                     };
                     if let Ok(Some(pending)) = self.store.task_update(task.id, &back).await {
-                        self.start(pending, None).await;
+                        self.start(pending).await;
                     }
                 }
-                _ => self.start(task, None).await,
+                _ => self.start(task).await,
             }
         }
         Ok(count)
@@ -786,6 +851,8 @@ struct StoreSink {
     task_id: Uuid,
     /// Latest snapshot not yet written; the writer task drains it.
     latest: tokio::sync::watch::Sender<Option<serde_json::Value>>,
+    /// Tells the writer to stop and hand back what it has not written.
+    stop: CancellationToken,
 }
 
 impl StoreSink {
@@ -793,17 +860,37 @@ impl StoreSink {
     /// first-come: the executor never waits for the database between steps
     /// (a snapshot write per counter change used to add ~15 ms per task),
     /// and intermediate snapshots that were superseded before they could be
-    /// written are skipped. The returned handle finishes once the sink is
-    /// dropped and the last snapshot is written.
+    /// written are skipped. [`StoreSink::finish`] stops the writer and
+    /// returns the snapshot it had not written yet.
     fn start(
         store: Arc<dyn Store>,
         task_id: Uuid,
-    ) -> (Arc<dyn ReportSink>, tokio::task::JoinHandle<()>) {
+    ) -> (
+        Arc<StoreSink>,
+        tokio::task::JoinHandle<Option<serde_json::Value>>,
+    ) {
         let (latest, mut rx) = tokio::sync::watch::channel(None::<serde_json::Value>);
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
         let writer = tokio::spawn(async move {
-            // `changed` still reports a value sent just before the sink was
-            // dropped, so the final snapshot is never lost.
-            while rx.changed().await.is_ok() {
+            loop {
+                tokio::select! {
+                    // Stop wins over a pending change: the caller writes that
+                    // snapshot together with the outcome.
+                    biased;
+                    () = stopped.cancelled() => {
+                        return if rx.has_changed().unwrap_or(false) {
+                            rx.borrow_and_update().clone()
+                        } else {
+                            None
+                        };
+                    }
+                    changed = rx.changed() => {
+                        if changed.is_err() {
+                            return None;
+                        }
+                    }
+                }
                 let Some(value) = rx.borrow_and_update().clone() else {
                     continue;
                 };
@@ -823,7 +910,35 @@ impl StoreSink {
                 }
             }
         });
-        (Arc::new(StoreSink { task_id, latest }), writer)
+        (
+            Arc::new(StoreSink {
+                task_id,
+                latest,
+                stop,
+            }),
+            writer,
+        )
+    }
+
+    /// Stops the writer once its write in flight (if any) is done, and
+    /// returns the newest snapshot it had not written. The bound only
+    /// guards against a stuck database write.
+    async fn finish(
+        &self,
+        writer: tokio::task::JoinHandle<Option<serde_json::Value>>,
+    ) -> Option<serde_json::Value> {
+        self.stop.cancel();
+        match tokio::time::timeout(Duration::from_secs(10), writer).await {
+            Ok(Ok(pending)) => pending,
+            Ok(Err(e)) => {
+                tracing::warn!(task_id = %self.task_id, error = %e, "report writer stopped early");
+                self.latest.borrow().clone()
+            }
+            Err(_) => {
+                tracing::warn!(task_id = %self.task_id, "report writer still busy; recording the outcome anyway");
+                self.latest.borrow().clone()
+            }
+        }
     }
 }
 

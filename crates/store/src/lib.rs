@@ -84,16 +84,30 @@ pub struct ComponentPatch {
 
 /// What the submitter decided after seeing the rack's unfinished tasks
 /// (the `decide` callback of [`Store::task_submit`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum SubmitDecision {
-    /// Insert the task with this status, message and queue deadline.
+    /// Insert the task with this status, message and queue deadline; with
+    /// `start`, as already started (see [`TaskStart`]).
     Insert {
         status: TaskStatus,
         message: String,
         queue_expires_at: Option<DateTime<Utc>>,
+        start: Option<TaskStart>,
     },
     /// Write nothing; the text comes back in [`SubmitOutcome::Rejected`].
     Reject(String),
+}
+
+/// The columns of a task inserted straight into `running` because its
+/// submitter starts it at once: the rule frozen onto it and the execution it
+/// runs as (`started_at` is stamped too). One write instead of an insert as
+/// `pending` followed by an update to `running`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskStart {
+    pub applied_rule_id: Option<Uuid>,
+    pub rule_definition: RuleDefinition,
+    pub executor_type: String,
+    pub execution_id: String,
 }
 
 /// What [`Store::task_submit`] did.
@@ -401,8 +415,10 @@ pub trait Store: Send + Sync + 'static {
     ///    `decide`;
     /// 3. [`SubmitDecision::Insert`] stores the task with the decided
     ///    status, message and queue deadline (`created_at` = `updated_at` =
-    ///    now, `started_at` / `finished_at` none; the other fields as given)
-    ///    and returns it as stored; [`SubmitDecision::Reject`] writes nothing.
+    ///    now, `started_at` / `finished_at` none; the other fields as given;
+    ///    with a [`TaskStart`], its columns instead of the task's and
+    ///    `started_at` = now) and returns it as stored;
+    ///    [`SubmitDecision::Reject`] writes nothing.
     ///
     /// A rack that does not exist answers [`StoreError::NotFound`] (`rack
     /// <id>`); an `applied_rule_id` naming no rule `NotFound` (`operation

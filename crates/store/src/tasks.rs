@@ -197,7 +197,7 @@ pub(crate) async fn task_submit<'d, B: Backend>(
     }
 
     let unfinished = unfinished_of_rack(&mut tx, task.rack_id).await?;
-    let (status, message, queue_expires_at) = match decide(&unfinished) {
+    let (status, message, queue_expires_at, start) = match decide(&unfinished) {
         SubmitDecision::Reject(text) => {
             tx.rollback().await?;
             return Ok(SubmitOutcome::Rejected(text));
@@ -206,33 +206,49 @@ pub(crate) async fn task_submit<'d, B: Backend>(
             status,
             message,
             queue_expires_at,
-        } => (status, message, queue_expires_at),
+            start,
+        } => (status, message, queue_expires_at, start),
     };
 
     let now = now();
     let attributes = Attributes {
         components_by_type: task.components_by_type.clone(),
     };
+    let (executor_type, execution_id, applied_rule_id, rule_definition, started_at) = match &start {
+        Some(start) => (
+            start.executor_type.as_str(),
+            start.execution_id.as_str(),
+            start.applied_rule_id,
+            Some(&start.rule_definition),
+            Some(now),
+        ),
+        None => (
+            task.executor_type.as_str(),
+            task.execution_id.as_str(),
+            task.applied_rule_id,
+            task.rule_definition.as_ref(),
+            None,
+        ),
+    };
     let insert = Sql::new(format!(
         "INSERT INTO task ({TASK_COLUMNS}) VALUES \
-         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, NULL, NULL, \
+         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $19, NULL, \
           $17, $18) RETURNING {TASK_COLUMNS}"
     ))
     .arg(task.id)
     .arg(task.task_type.as_str())
-    .arg(non_empty(&task.executor_type))
+    .arg(non_empty(executor_type))
     .arg(to_json("task.information", &task.information)?)
     .arg(non_empty(&task.description))
     .arg(task.rack_id)
     .arg(to_json("task.attributes", &attributes)?)
-    .arg(non_empty(&task.execution_id))
+    .arg(non_empty(execution_id))
     .arg(status.as_str())
     .arg(non_empty(&message))
     .arg(task.report.clone())
-    .arg(task.applied_rule_id)
+    .arg(applied_rule_id)
     .arg(
-        task.rule_definition
-            .as_ref()
+        rule_definition
             .map(|d| to_json("task.rule_definition", d))
             .transpose()?,
     )
@@ -240,7 +256,8 @@ pub(crate) async fn task_submit<'d, B: Backend>(
     .arg(task.queue_policy.timeout_secs)
     .arg(now)
     .arg(queue_expires_at)
-    .arg(key.clone());
+    .arg(key.clone())
+    .arg(started_at);
 
     let rows = match tx.fetch_all(insert).await {
         Ok(rows) => rows,

@@ -37,8 +37,8 @@ use rackflow_domain::target::{ComponentFilter, RackIdentifier, RackTarget, Targe
 use rackflow_domain::task::{QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages};
 use rackflow_store::{
     ComponentFilterQuery, ComponentPatch, DbTarget, LockMode, PgStore, RackFilter, RunLock,
-    SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, TaskFilter, TaskTransition,
-    TaskUpdate, open_store,
+    SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, TaskFilter, TaskStart,
+    TaskTransition, TaskUpdate, open_store,
 };
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, Executor, PgConnection};
@@ -253,6 +253,7 @@ macro_rules! both_dialects {
 }
 
 both_dialects!(
+    task_submit_inserts_started_tasks,
     run_lock_apply_loads_unsettled_targets_with_child_states,
     rack_create_get_and_lookups,
     rack_list_orders_pages_and_filters,
@@ -2497,6 +2498,7 @@ fn insert_as(status: TaskStatus, message: &str) -> SubmitDecision {
         status,
         message: message.into(),
         queue_expires_at: None,
+        start: None,
     }
 }
 
@@ -2539,6 +2541,45 @@ fn as_inserted(
     t
 }
 
+/// A task its submitter starts at once is inserted as running in the same
+/// write: the frozen rule, the execution and `started_at` come from the
+/// decision's [`TaskStart`], not from the task.
+async fn task_submit_inserts_started_tasks(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    let since = Utc::now().trunc_subsecs(6);
+    let t = task(0x5171, id(1));
+    let start = TaskStart {
+        applied_rule_id: None,
+        rule_definition: definition(3),
+        executor_type: "local".into(),
+        execution_id: "local:started".into(),
+    };
+    let decision = SubmitDecision::Insert {
+        status: TaskStatus::Running,
+        message: messages::RUNNING.into(),
+        queue_expires_at: None,
+        start: Some(start.clone()),
+    };
+    let SubmitOutcome::Inserted(stored) = store
+        .task_submit(&t, &move |_| decision.clone())
+        .await
+        .unwrap()
+    else {
+        panic!("expected Inserted");
+    };
+    assert_eq!(stored.status, TaskStatus::Running);
+    assert_eq!(stored.rule_definition, Some(start.rule_definition));
+    assert_eq!(stored.applied_rule_id, None);
+    assert_eq!(stored.executor_type, "local");
+    assert_eq!(stored.execution_id, "local:started");
+    let started = stored.started_at.expect("started_at stamped");
+    assert!(started >= since);
+    assert_eq!(Some(started), Some(stored.created_at));
+    assert_eq!(stored.finished_at, None);
+    assert_eq!(store.task_get(t.id).await.unwrap(), Some(stored));
+}
+
 async fn task_submit_inserts_rejects_and_dedupes(db: &Db) {
     let store = db.store();
     store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
@@ -2573,6 +2614,7 @@ async fn task_submit_inserts_rejects_and_dedupes(db: &Db) {
                 status: TaskStatus::Waiting,
                 message: messages::WAITING.into(),
                 queue_expires_at: Some(deadline),
+                start: None,
             }
         })
         .await
@@ -2761,6 +2803,7 @@ async fn task_promote_applies_transitions(db: &Db) {
                 status: TaskStatus::Waiting,
                 message: messages::WAITING.into(),
                 queue_expires_at: Some(deadline),
+                start: None,
             })
             .await
             .unwrap()
