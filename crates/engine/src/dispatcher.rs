@@ -112,6 +112,9 @@ pub struct Dispatcher {
     next_due: std::sync::Mutex<Option<DateTime<Utc>>>,
     /// `next_due` moved earlier: the loop recomputes its sleep.
     due_changed: Notify,
+    /// Runs asked for by id ([`Dispatcher::wake_run`]); the loop drains it.
+    requested: std::sync::Mutex<Vec<Uuid>>,
+    run_requested: Notify,
 }
 
 impl Dispatcher {
@@ -132,12 +135,26 @@ impl Dispatcher {
             slots: tokio::sync::Semaphore::new(CONCURRENT_RUNS),
             next_due: std::sync::Mutex::new(None),
             due_changed: Notify::new(),
+            requested: std::sync::Mutex::new(Vec::new()),
+            run_requested: Notify::new(),
         })
     }
 
     /// Asks for a pass as soon as possible.
     pub fn wake(&self) {
         self.wake.notify_one();
+    }
+
+    /// Asks for one run to be dispatched at once (create, resume, advance,
+    /// auto-advance). A pass takes only `batch` runs, oldest first, so with
+    /// more runs than that a new run used to wait for the safety-net poll
+    /// (10 s) once the others were dispatching themselves from their child
+    /// tasks' events.
+    pub fn wake_run(&self, id: Uuid) {
+        if let Ok(mut requested) = self.requested.lock() {
+            requested.push(id);
+        }
+        self.run_requested.notify_one();
     }
 
     /// Run ids whose state was written, as they happen.
@@ -201,6 +218,17 @@ impl Dispatcher {
                     () = shutdown.cancelled() => break,
                     () = dispatcher.wake.notified() => {}
                     () = dispatcher.due_changed.notified() => full_pass = false,
+                    () = dispatcher.run_requested.notified() => {
+                        let requested = dispatcher
+                            .requested
+                            .lock()
+                            .map(|mut r| std::mem::take(&mut *r))
+                            .unwrap_or_default();
+                        for id in requested {
+                            dispatcher.dispatch_soon(id);
+                        }
+                        full_pass = false;
+                    }
                     event = task_events.recv() => {
                         // Events of children this process submitted go
                         // straight to their run; anything else (and a lagged
@@ -336,7 +364,7 @@ impl Dispatcher {
                 // locked by the next pass. No event announces that pass (no
                 // child task changed), so without this wake an auto-advancing
                 // run sat idle until the safety-net poll (D2).
-                self.wake();
+                self.wake_run(id);
                 return Ok(());
             }
             if !self
@@ -644,7 +672,7 @@ impl Dispatcher {
             })
             .await?;
         tracing::info!(run_id = %id, status = %run.status, "resume requested");
-        self.wake();
+        self.wake_run(id);
         Ok(run)
     }
 
@@ -659,7 +687,7 @@ impl Dispatcher {
             })
             .await?;
         tracing::info!(run_id = %id, phase = run.current_phase_index, status = %run.status, "advance requested");
-        self.wake();
+        self.wake_run(id);
         Ok(run)
     }
 

@@ -616,6 +616,14 @@ async fn task_wall() {
 }
 
 fn main() {
+    // RUST_LOG=warn shows what the server logs during a bench (lost claims,
+    // slow writes); silent otherwise.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let wants = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -357,7 +357,7 @@ impl Flow for FlowService {
         Self::check_authentication_data(&req)?;
         let run = convert::new_run(&req, &mut RandomSeeds).map_err(ApiError::from)?;
         let id = self.runs.create(&run).await.map_err(ApiError::from)?;
-        self.dispatcher.wake();
+        self.dispatcher.wake_run(id);
         Ok(Response::new(pb::CreateOperationRunResponse {
             id: Some(pb_uuid(id)),
         }))
