@@ -139,9 +139,8 @@ mod tests {
         nodes.redfish.ca_cert_file = Some("/nonexistent/ca.pem".into());
         let err = build_backend(&nodes).err().map(|e| e.to_string());
         assert!(
-            err.as_deref().is_some_and(|e| e.starts_with(
-                "node back end `redfish`: read CA certificate /nonexistent/ca.pem"
-            )),
+            err.as_deref().is_some_and(|e| e
+                .starts_with("node back end `redfish`: read CA certificate /nonexistent/ca.pem")),
             "{err:?}"
         );
     }

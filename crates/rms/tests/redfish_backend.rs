@@ -346,10 +346,7 @@ async fn wrong_credentials_fail_in_band_with_unauthenticated() {
         .expect("BatchGetPowerState")
         .into_inner();
     let states = format!("{resp:?}");
-    assert!(
-        states.contains("BMC rejected the credentials"),
-        "{states}"
-    );
+    assert!(states.contains("BMC rejected the credentials"), "{states}");
     assert!(!states.contains("wrong-password"), "{states}");
     rms.stop.cancel();
     let _ = rms.handle.await;

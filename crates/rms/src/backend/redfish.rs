@@ -41,8 +41,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BackendError, BmcEndpoint, FirmwareComponent, FirmwareImage, FirmwareOutcome,
-    FirmwareProgress, NodeBackend, NodeTarget, PowerAction, PowerState, ProgressSink,
+    BackendError, BmcEndpoint, FirmwareComponent, FirmwareImage, FirmwareOutcome, FirmwareProgress,
+    NodeBackend, NodeTarget, PowerAction, PowerState, ProgressSink,
 };
 use crate::redfish::{
     self, Credentials, RedfishClient, RedfishConfig, RedfishError, RedfishNode, ResetType,
@@ -172,12 +172,14 @@ impl RedfishBackend {
     /// Reads the CA file (if any) and checks that a client can be built.
     pub fn new(config: RedfishBackendConfig) -> Result<Self, RedfishBackendError> {
         let ca_cert_pem = match &config.ca_cert_file {
-            Some(path) => Some(std::fs::read(path).map_err(|source| {
-                RedfishBackendError::CaCert {
-                    path: path.clone(),
-                    source,
-                }
-            })?),
+            Some(path) => {
+                Some(
+                    std::fs::read(path).map_err(|source| RedfishBackendError::CaCert {
+                        path: path.clone(),
+                        source,
+                    })?,
+                )
+            }
             None => None,
         };
         let client_config = RedfishConfig {
@@ -544,7 +546,10 @@ mod tests {
         let c = backend.node(&target("pw-Bravo-2")).unwrap();
         assert!(!Arc::ptr_eq(&a, &c), "new password: new client");
         let shown = format!("{backend:?} {c:?}");
-        assert!(!shown.contains("pw-Bravo-2") && !shown.contains("pw-Alpha-1"), "{shown}");
+        assert!(
+            !shown.contains("pw-Bravo-2") && !shown.contains("pw-Alpha-1"),
+            "{shown}"
+        );
         assert!(shown.contains("cached_nodes: 1"), "{shown}");
     }
 
@@ -575,7 +580,9 @@ mod tests {
             GracefulRestart,
             ForceRestart,
         ] {
-            let settles = reset_type_of(action).settles_in().map(|s| power_state_of(&s));
+            let settles = reset_type_of(action)
+                .settles_in()
+                .map(|s| power_state_of(&s));
             assert_eq!(settles, Some(action.resulting_state()), "{action:?}");
         }
         assert_eq!(reset_type_of(Off), ResetType::ForceOff);
