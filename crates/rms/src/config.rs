@@ -15,6 +15,8 @@
 //! backend = "sim"
 //! [nodes.sim]
 //! firmware_latency_ms = 500
+//! [nodes.redfish]            # used when backend = "redfish"
+//! verify_tls = true
 //! ```
 
 use std::net::SocketAddr;
@@ -24,6 +26,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::redfish::RedfishBackendConfig;
 use crate::backend::sim::SimBackendConfig;
 use crate::job::JobLimits;
 
@@ -91,6 +94,8 @@ pub struct NodesConfig {
     pub backend: BackendKind,
     /// Settings of the `sim` back end (`[nodes.sim]`).
     pub sim: SimBackendConfig,
+    /// Settings of the `redfish` back end (`[nodes.redfish]`).
+    pub redfish: RedfishBackendConfig,
 }
 
 /// The node back end.
@@ -143,6 +148,7 @@ impl Default for NodesConfig {
         NodesConfig {
             backend: BackendKind::Sim,
             sim: SimBackendConfig::default(),
+            redfish: RedfishBackendConfig::default(),
         }
     }
 }
@@ -231,6 +237,7 @@ mod tests {
             Duration::from_secs(300)
         );
         assert_eq!(config.nodes.backend, BackendKind::Sim);
+        assert_eq!(config.nodes.redfish, RedfishBackendConfig::default());
     }
 
     #[test]
@@ -245,6 +252,10 @@ mod tests {
             backend = "redfish"
             [nodes.sim]
             seed = 3
+            [nodes.redfish]
+            scheme = "http"
+            verify_tls = false
+            power_poll_interval_ms = 250
             "#,
         )
         .unwrap();
@@ -252,6 +263,13 @@ mod tests {
         assert_eq!(config.workflows.job_limits().max_tracked_jobs.get(), 5);
         assert_eq!(config.nodes.backend, BackendKind::Redfish);
         assert_eq!(config.nodes.sim.seed, 3);
+        assert!(!config.nodes.redfish.verify_tls);
+        assert_eq!(config.nodes.redfish.power_poll_interval_ms, 250);
+        assert_eq!(
+            config.nodes.redfish.scheme,
+            crate::backend::redfish::Scheme::Http
+        );
+        assert!(toml::from_str::<RmsConfig>("[nodes.redfish]\nverify = false").is_err());
         assert!(toml::from_str::<RmsConfig>("port = 1").is_err());
         assert!(toml::from_str::<RmsConfig>("[workflows]\nmax_tracked_jobs = 0").is_err());
         assert!(toml::from_str::<RmsConfig>("[nodes]\nbackend = \"ipmi\"").is_err());

@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::NodeBackend;
+use crate::backend::redfish::{RedfishBackend, RedfishBackendError};
 use crate::backend::sim::SimBackend;
 use crate::config::{BackendKind, NodesConfig, RmsConfig};
 use crate::job::JobTracker;
@@ -31,16 +32,15 @@ pub enum ServerError {
     Transport(#[from] tonic::transport::Error),
     #[error("metrics endpoint: {0}")]
     Metrics(std::io::Error),
-    #[error("node back end `{0}` is not built into this binary yet")]
-    BackendUnavailable(&'static str),
+    #[error("node back end `redfish`: {0}")]
+    Redfish(#[from] RedfishBackendError),
 }
 
 /// The back end the `[nodes]` section selects.
 pub fn build_backend(config: &NodesConfig) -> Result<Arc<dyn NodeBackend>, ServerError> {
     match config.backend {
         BackendKind::Sim => Ok(Arc::new(SimBackend::new(config.sim.clone()))),
-        // Wired to `crate::redfish` once that client lands (see docs/rms.md).
-        BackendKind::Redfish => Err(ServerError::BackendUnavailable("redfish")),
+        BackendKind::Redfish => Ok(Arc::new(RedfishBackend::new(config.redfish.clone())?)),
     }
 }
 
@@ -128,14 +128,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sim_builds_and_redfish_is_refused_until_wired() {
+    fn both_back_ends_build_and_a_bad_redfish_setting_is_reported() {
         let mut nodes = NodesConfig::default();
         assert_eq!(build_backend(&nodes).map(|b| b.kind()).ok(), Some("sim"));
         nodes.backend = BackendKind::Redfish;
-        let err = build_backend(&nodes).err().map(|e| e.to_string());
         assert_eq!(
-            err.as_deref(),
-            Some("node back end `redfish` is not built into this binary yet")
+            build_backend(&nodes).map(|b| b.kind()).ok(),
+            Some("redfish")
         );
+        nodes.redfish.ca_cert_file = Some("/nonexistent/ca.pem".into());
+        let err = build_backend(&nodes).err().map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e
+                .starts_with("node back end `redfish`: read CA certificate /nonexistent/ca.pem")),
+            "{err:?}"
+        );
+    }
+
+    /// A redfish-backed server starts from its TOML, answers on its port,
+    /// and stops on shutdown.
+    #[tokio::test]
+    async fn a_redfish_backed_server_starts_and_stops() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port");
+        let config: RmsConfig = toml::from_str(&format!(
+            "listen = \"{free}\"\nshutdown_grace_seconds = 1\n\
+             [metrics]\nenabled = false\n\
+             [workflows]\nshutdown_timeout_seconds = 1\n\
+             [nodes]\nbackend = \"redfish\"\n\
+             [nodes.redfish]\nscheme = \"http\"\npower_poll_interval_ms = 100\n"
+        ))
+        .expect("config");
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve(config, stop.clone()));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while tokio::net::TcpStream::connect(free).await.is_err() {
+            assert!(!server.is_finished(), "server exited early: {server:?}");
+            assert!(std::time::Instant::now() < deadline, "never listened");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        stop.cancel();
+        let served = server.await.expect("join");
+        assert!(served.is_ok(), "{served:?}");
     }
 }

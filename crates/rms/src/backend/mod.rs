@@ -8,11 +8,12 @@
 //! `crate::service` turns their outcomes and errors into job states.
 //!
 //! Implementations: [`sim::SimBackend`] (in-process simulated BMCs with
-//! seeded latency and fault injection). The `redfish` back end wraps the
-//! Redfish client of `crate::redfish` behind this same trait; the trait is
+//! seeded latency and fault injection) and [`redfish::RedfishBackend`]
+//! (real BMCs through the Redfish client of `crate::redfish`); the trait is
 //! shaped after that client (reset, power state, inventory, update with task
-//! polling) so the adapter stays small.
+//! polling) so that adapter stays small.
 
+pub mod redfish;
 pub mod sim;
 
 use std::fmt;

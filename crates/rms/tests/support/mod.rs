@@ -138,6 +138,16 @@ impl Options {
     }
 }
 
+/// `sushy_fw.py` beside this file. Found from the crate directory so that
+/// other crates' tests (Flow's e2e in `crates/server`) can include this
+/// module with `#[path]`: every crate lives in `crates/<name>`.
+fn extension_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or(Path::new(".."))
+        .join("rms/tests/support/sushy_fw.py")
+}
+
 /// A running emulator; killed on drop.
 pub struct Emulator {
     child: Child,
@@ -188,7 +198,7 @@ impl Emulator {
             Flavor::Sushy => Command::new(&sushy.emulator),
             Flavor::Firmware => {
                 let mut c = Command::new(&sushy.python);
-                c.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/sushy_fw.py"));
+                c.arg(extension_script());
                 c
             }
         };
