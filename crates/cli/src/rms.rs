@@ -13,7 +13,6 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use rackflow_rms::config::RmsConfig;
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
 
 /// `rackflow rms …`.
 #[derive(Debug, Subcommand)]
@@ -59,7 +58,7 @@ pub async fn run(command: &RmsCommand) -> anyhow::Result<()> {
 }
 
 async fn serve(args: &RmsServeArgs) -> anyhow::Result<()> {
-    init_tracing();
+    crate::serve::init_tracing();
     let config = args.config()?;
     tracing::info!(
         listen = %config.listen,
@@ -68,55 +67,10 @@ async fn serve(args: &RmsServeArgs) -> anyhow::Result<()> {
         "starting rack manager"
     );
     let shutdown = CancellationToken::new();
-    spawn_signal_handler(shutdown.clone())?;
+    crate::serve::spawn_signal_handler(shutdown.clone(), "rack manager")?;
     rackflow_rms::server::serve(config, shutdown)
         .await
         .context("rack manager")
-}
-
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
-fn init_tracing() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // A second initialisation (tests) is harmless; ignore it.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
-}
-
-/// Cancels `token` on SIGINT or SIGTERM; a second signal exits at once.
-fn spawn_signal_handler(token: CancellationToken) -> anyhow::Result<()> {
-    #[cfg(unix)]
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("install SIGTERM handler")?;
-    tokio::spawn(async move {
-        for attempt in 0.. {
-            #[cfg(unix)]
-            let name = tokio::select! {
-                r = tokio::signal::ctrl_c() => { if r.is_err() { return; } "SIGINT" }
-                _ = term.recv() => "SIGTERM",
-            };
-            #[cfg(not(unix))]
-            let name = {
-                if tokio::signal::ctrl_c().await.is_err() {
-                    return;
-                }
-                "ctrl-c"
-            };
-            if attempt == 0 {
-                tracing::info!(
-                    signal = name,
-                    "rack manager shutting down (send again to stop at once)"
-                );
-                token.cancel();
-            } else {
-                tracing::warn!(signal = name, "second signal: exiting now");
-                std::process::exit(130);
-            }
-        }
-    });
-    Ok(())
 }
 
 #[cfg(test)]

@@ -48,8 +48,9 @@ impl ServeArgs {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
-fn init_tracing() {
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`). Shared by the
+/// long-running commands (`serve`, `rms serve`).
+pub(crate) fn init_tracing() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // A second initialisation (tests) is harmless; ignore it.
     let _ = tracing_subscriber::fmt()
@@ -60,7 +61,11 @@ fn init_tracing() {
 }
 
 /// Cancels `token` on SIGINT or SIGTERM. A second signal exits at once.
-fn spawn_signal_handler(token: CancellationToken) -> anyhow::Result<()> {
+/// `what` names the server in the log line.
+pub(crate) fn spawn_signal_handler(
+    token: CancellationToken,
+    what: &'static str,
+) -> anyhow::Result<()> {
     #[cfg(unix)]
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("install SIGTERM handler")?;
@@ -79,7 +84,10 @@ fn spawn_signal_handler(token: CancellationToken) -> anyhow::Result<()> {
                 "ctrl-c"
             };
             if attempt == 0 {
-                tracing::info!(signal = name, "shutting down (send again to stop at once)");
+                tracing::info!(
+                    signal = name,
+                    "{what} shutting down (send again to stop at once)"
+                );
                 token.cancel();
             } else {
                 tracing::warn!(signal = name, "second signal: exiting now");
@@ -106,7 +114,7 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         ),
     }
     let shutdown = CancellationToken::new();
-    spawn_signal_handler(shutdown.clone())?;
+    spawn_signal_handler(shutdown.clone(), "flow server")?;
     let url = config.database.url.clone();
     rackflow_server::serve(config, shutdown)
         .await
