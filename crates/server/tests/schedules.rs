@@ -326,33 +326,54 @@ async fn interval_fires_every_occurrence_with_description_and_last_task(backend:
         lags.iter().all(|l| (0..500).contains(l)),
         "firing lag: {lags:?}"
     );
-    // One task per scope per occurrence: rack 2 has the same fire times.
-    let on_rack2: BTreeSet<DateTime<Utc>> = fired(c, 2, "every-second")
-        .await
-        .into_iter()
-        .map(|(at, _)| at)
-        .collect();
-    let on_rack1: BTreeSet<DateTime<Utc>> = times.iter().copied().collect();
+    // One task per scope per occurrence: rack 2 gets the same fire times.
+    // An occurrence's scopes are submitted one after another, and one
+    // claimed before the pause still completes, so compare once both racks
+    // have caught up (or fail at the deadline with what each has).
+    let deadline = Instant::now() + DEADLINE;
+    let fire_times = |tasks: Vec<(DateTime<Utc>, pb::Task)>| -> BTreeSet<DateTime<Utc>> {
+        tasks.into_iter().map(|(at, _)| at).collect()
+    };
+    let (on_rack1, on_rack2) = loop {
+        let on_rack1 = fire_times(fired(c, 1, "every-second").await);
+        let on_rack2 = fire_times(fired(c, 2, "every-second").await);
+        if on_rack1 == on_rack2 || Instant::now() >= deadline {
+            break (on_rack1, on_rack2);
+        }
+        tokio::time::sleep(POLL).await;
+    };
     assert_eq!(on_rack1, on_rack2);
+    assert!(
+        times.iter().all(|at| on_rack1.contains(at)),
+        "{times:?} vs {on_rack1:?}"
+    );
     assert!(s.last_run_at.is_some());
     assert_eq!(s.skipped_count, 0, "{}", s.last_skip_reason);
-    // Each scope records its latest task.
-    let scopes = c
-        .list_task_schedule_scopes(pb::ListTaskScheduleScopesRequest {
-            schedule_id: s.id.clone(),
-        })
-        .await
-        .expect("scopes")
-        .into_inner()
-        .scopes;
-    assert_eq!(scopes.len(), 2);
-    let latest = fired(c, 1, "every-second").await;
-    let latest_id = latest.last().expect("a task").1.id.clone();
-    let scope1 = scopes
-        .iter()
-        .find(|sc| sc.rack_id == Some(uuid(fixture_id(1))))
-        .expect("rack 1 scope");
-    assert_eq!(scope1.last_task_id, latest_id);
+    // Each scope records its latest task (written after the occurrence's
+    // submissions, so allow it the same catch-up).
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let scopes = c
+            .list_task_schedule_scopes(pb::ListTaskScheduleScopesRequest {
+                schedule_id: s.id.clone(),
+            })
+            .await
+            .expect("scopes")
+            .into_inner()
+            .scopes;
+        assert_eq!(scopes.len(), 2);
+        let latest = fired(c, 1, "every-second").await;
+        let latest_id = latest.last().expect("a task").1.id.clone();
+        let scope1 = scopes
+            .iter()
+            .find(|sc| sc.rack_id == Some(uuid(fixture_id(1))))
+            .expect("rack 1 scope");
+        if scope1.last_task_id == latest_id || Instant::now() >= deadline {
+            assert_eq!(scope1.last_task_id, latest_id);
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
     server.stop().await;
 }
 
