@@ -596,14 +596,7 @@ impl TaskManager {
                 // already; a shutdown leaves the row to the next start), but
                 // the last snapshot — stages failed with `cancelled` — is.
                 if let Some(report) = last_report {
-                    let update = TaskUpdate {
-                        expected: vec![TaskStatus::Running, TaskStatus::Terminated],
-                        report: Some(report),
-                        ..Default::default()
-                    };
-                    if let Err(e) = self.store.task_update_quiet(task.id, &update).await {
-                        tracing::warn!(task_id = %task.id, error = %e, "report not persisted");
-                    }
+                    persist_report(self.store.as_ref(), task.id, report).await;
                 }
                 if self.shutdown.is_cancelled() {
                     tracing::info!(task_id = %task.id, "task interrupted by shutdown; it resumes on the next start");
@@ -634,14 +627,7 @@ impl TaskManager {
                 // Cancelled meanwhile: the row is `terminated`; its report
                 // still gets the final snapshot.
                 if let Some(report) = last_report {
-                    let update = TaskUpdate {
-                        expected: vec![TaskStatus::Terminated],
-                        report: Some(report),
-                        ..Default::default()
-                    };
-                    if let Err(e) = self.store.task_update_quiet(task.id, &update).await {
-                        tracing::warn!(task_id = %task.id, error = %e, "report not persisted");
-                    }
+                    persist_report(self.store.as_ref(), task.id, report).await;
                 }
                 tracing::info!(task_id = %task.id, "task was no longer running when it finished (cancelled)")
             }
@@ -846,6 +832,23 @@ impl TaskManager {
     }
 }
 
+/// Writes a report snapshot of a running or terminated task. Terminated
+/// too: a user cancel records `terminated` before it stops the executor,
+/// whose last snapshot (the running stage and steps failed with
+/// `cancelled`) would otherwise be dropped and leave the report of a
+/// terminated task saying "running". Only the cancelled executor of this
+/// process writes after that. Best effort: a failure is logged.
+async fn persist_report(store: &dyn Store, task_id: Uuid, report: serde_json::Value) {
+    let update = TaskUpdate {
+        expected: vec![TaskStatus::Running, TaskStatus::Terminated],
+        report: Some(report),
+        ..Default::default()
+    };
+    if let Err(e) = store.task_update_quiet(task_id, &update).await {
+        tracing::warn!(task_id = %task_id, error = %e, "report not persisted");
+    }
+}
+
 /// Persists every report change of a running task.
 struct StoreSink {
     task_id: Uuid,
@@ -894,20 +897,7 @@ impl StoreSink {
                 let Some(value) = rx.borrow_and_update().clone() else {
                     continue;
                 };
-                // Terminated too: a user cancel records `terminated` before it
-                // stops the executor, whose last snapshot (the running stage
-                // and steps failed with `cancelled`) would otherwise be
-                // dropped and leave the report of a terminated task saying
-                // "running". Only the cancelled executor of this process
-                // writes after that.
-                let update = TaskUpdate {
-                    expected: vec![TaskStatus::Running, TaskStatus::Terminated],
-                    report: Some(value),
-                    ..Default::default()
-                };
-                if let Err(e) = store.task_update_quiet(task_id, &update).await {
-                    tracing::warn!(task_id = %task_id, error = %e, "report not persisted");
-                }
+                persist_report(store.as_ref(), task_id, value).await;
             }
         });
         (
