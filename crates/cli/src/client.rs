@@ -7,10 +7,46 @@
 use std::time::Duration;
 
 use rackflow_api::v1::flow_client::FlowClient;
+use rackflow_api::v1::flow_extensions_client::FlowExtensionsClient;
 use tonic::transport::{Channel, Endpoint};
 
-/// Connected Flow client.
-pub type Flow = FlowClient<Channel>;
+/// Connected client of the server: the reference's `v1.Flow` (reached through
+/// `Deref`) and rackflow's own `v1.FlowExtensions` ([`Flow::extensions`]) on
+/// one channel.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    flow: FlowClient<Channel>,
+    extensions: FlowExtensionsClient<Channel>,
+}
+
+impl Flow {
+    /// Both clients over one connected channel.
+    pub fn new(channel: Channel) -> Self {
+        Flow {
+            flow: FlowClient::new(channel.clone()),
+            extensions: FlowExtensionsClient::new(channel),
+        }
+    }
+
+    /// rackflow's own RPCs (`PreviewOperationRun`, `WatchOperationRun`).
+    pub fn extensions(&mut self) -> &mut FlowExtensionsClient<Channel> {
+        &mut self.extensions
+    }
+}
+
+impl std::ops::Deref for Flow {
+    type Target = FlowClient<Channel>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.flow
+    }
+}
+
+impl std::ops::DerefMut for Flow {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.flow
+    }
+}
 
 /// How long connecting to the server may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -62,7 +98,7 @@ async fn connect_with(server: &str, timeout: Option<Duration>) -> anyhow::Result
         server: server.to_string(),
         detail: error_chain(&e),
     })?;
-    Ok(FlowClient::new(channel))
+    Ok(Flow::new(channel))
 }
 
 /// The error and its sources joined by `: `.

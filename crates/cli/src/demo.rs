@@ -564,6 +564,7 @@ async fn demo(
         .to_spec()?
         .to_request()?;
     let preview = flow
+        .extensions()
         .preview_operation_run(request.clone())
         .await
         .context("plan the demo run")?

@@ -199,6 +199,7 @@ pub async fn run_create(
     let mut flow = client::connect(server).await?;
     if args.preview {
         let preview = flow
+            .extensions()
             .preview_operation_run(request.clone())
             .await
             .context("preview run")?

@@ -720,7 +720,12 @@ impl Watcher {
                 id: self.id.to_string(),
             }),
         };
-        match self.streaming.watch_operation_run(request).await {
+        match self
+            .streaming
+            .extensions()
+            .watch_operation_run(request)
+            .await
+        {
             Ok(response) => Ok(Source::Stream(Box::new(response.into_inner()))),
             Err(status) if status.code() == tonic::Code::Unimplemented => Ok(Source::Poll {
                 next: Instant::now(),
@@ -773,7 +778,7 @@ impl Watcher {
             description: summary.description,
             configuration: run.configuration.clone(),
         };
-        let sizes = match self.unary.preview_operation_run(request).await {
+        let sizes = match self.unary.extensions().preview_operation_run(request).await {
             Ok(preview) => Some(preview.into_inner().phase_sizes),
             Err(status) => {
                 tracing::debug!(error = %status, "planning the run again failed");

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use rackflow_api::v1 as pb;
+use rackflow_api::v1::flow_extensions_server::FlowExtensions;
 use rackflow_api::v1::flow_server::Flow;
 use rackflow_domain::inventory::Rack;
 use rackflow_domain::run::Page;
@@ -363,39 +364,6 @@ impl Flow for FlowService {
         }))
     }
 
-    async fn preview_operation_run(
-        &self,
-        req: Request<pb::CreateOperationRunRequest>,
-    ) -> Reply<pb::PreviewOperationRunResponse> {
-        let req = req.into_inner();
-        Self::check_authentication_data(&req)?;
-        let run = convert::new_run(&req, &mut RandomSeeds).map_err(ApiError::from)?;
-        let preview = self.runs.preview(&run).await.map_err(ApiError::from)?;
-        let targets = preview
-            .plan
-            .targets
-            .iter()
-            .map(|t| {
-                let rack = preview.racks.get(&t.rack_id);
-                pb::PlannedOperationRunTarget {
-                    rack_id: Some(pb_uuid(t.rack_id)),
-                    rack_external_id: rack.and_then(|r| r.external_id.clone()).unwrap_or_default(),
-                    rack_name: rack.map(|r| r.name.clone()).unwrap_or_default(),
-                    sequence_index: t.sequence_index,
-                    phase_index: t.phase_index,
-                    components_by_type: Some(convert::components_by_type(&t.components_by_type)),
-                }
-            })
-            .collect();
-        Ok(Response::new(pb::PreviewOperationRunResponse {
-            configuration: Some(convert::configuration(&run.configuration)),
-            targets,
-            total_phases: preview.plan.total_phases(),
-            phase_sizes: convert::phase_sizes(&preview.plan.phase_sizes),
-            candidate_count: wire_count(preview.plan.candidate_count),
-        }))
-    }
-
     async fn get_operation_run(
         &self,
         req: Request<pb::GetOperationRunRequest>,
@@ -496,70 +464,6 @@ impl Flow for FlowService {
             .await
             .map_err(ApiError::from)?;
         Self::control_reply(&run)
-    }
-
-    type WatchOperationRunStream = std::pin::Pin<
-        Box<dyn tokio_stream::Stream<Item = Result<pb::OperationRun, Status>> + Send>,
-    >;
-
-    async fn watch_operation_run(
-        &self,
-        req: Request<pb::WatchOperationRunRequest>,
-    ) -> Reply<Self::WatchOperationRunStream> {
-        let id = Self::run_id(req.get_ref().id.as_ref())?;
-        // Fail fast on an unknown run.
-        self.runs.get(id, false).await.map_err(ApiError::from)?;
-        let runs = self.runs.clone();
-        let mut changes = self.dispatcher.subscribe();
-        let (tx, rx) = tokio::sync::mpsc::channel(16);
-        tokio::spawn(async move {
-            let mut last: Option<pb::OperationRun> = None;
-            loop {
-                match runs.get(id, true).await {
-                    Ok((run, stats)) => {
-                        let terminal = run.status.is_terminal();
-                        let message = convert::operation_run(&run, stats.as_ref());
-                        if last.as_ref() != Some(&message) {
-                            if tx.send(Ok(message.clone())).await.is_err() {
-                                return;
-                            }
-                            last = Some(message);
-                        }
-                        if terminal {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        let _ = tx
-                            .send(Err(crate::error::to_status(ApiError::from(e))))
-                            .await;
-                        return;
-                    }
-                }
-                // Wake on this run's changes; re-read at least every second
-                // (child tasks progress without touching the run row).
-                let wait = async {
-                    loop {
-                        match changes.recv().await {
-                            Ok(changed) if changed == id => return,
-                            Ok(_) => {}
-                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
-                            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                                std::future::pending::<()>().await;
-                            }
-                        }
-                    }
-                };
-                tokio::select! {
-                    () = wait => {}
-                    () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
-                    () = tx.closed() => return,
-                }
-            }
-        });
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
     }
 
     async fn upgrade_firmware(
@@ -962,5 +866,106 @@ impl Flow for FlowService {
         req: Request<pb::CheckScheduleConflictsRequest>,
     ) -> Reply<pb::CheckScheduleConflictsResponse> {
         crate::schedules::check_conflicts(&self.schedules, req.into_inner()).await
+    }
+}
+
+/// rackflow's own RPCs (`v1.FlowExtensions`), served beside `v1.Flow`.
+#[tonic::async_trait]
+impl FlowExtensions for FlowService {
+    async fn preview_operation_run(
+        &self,
+        req: Request<pb::CreateOperationRunRequest>,
+    ) -> Reply<pb::PreviewOperationRunResponse> {
+        let req = req.into_inner();
+        Self::check_authentication_data(&req)?;
+        let run = convert::new_run(&req, &mut RandomSeeds).map_err(ApiError::from)?;
+        let preview = self.runs.preview(&run).await.map_err(ApiError::from)?;
+        let targets = preview
+            .plan
+            .targets
+            .iter()
+            .map(|t| {
+                let rack = preview.racks.get(&t.rack_id);
+                pb::PlannedOperationRunTarget {
+                    rack_id: Some(pb_uuid(t.rack_id)),
+                    rack_external_id: rack.and_then(|r| r.external_id.clone()).unwrap_or_default(),
+                    rack_name: rack.map(|r| r.name.clone()).unwrap_or_default(),
+                    sequence_index: t.sequence_index,
+                    phase_index: t.phase_index,
+                    components_by_type: Some(convert::components_by_type(&t.components_by_type)),
+                }
+            })
+            .collect();
+        Ok(Response::new(pb::PreviewOperationRunResponse {
+            configuration: Some(convert::configuration(&run.configuration)),
+            targets,
+            total_phases: preview.plan.total_phases(),
+            phase_sizes: convert::phase_sizes(&preview.plan.phase_sizes),
+            candidate_count: wire_count(preview.plan.candidate_count),
+        }))
+    }
+
+    type WatchOperationRunStream = std::pin::Pin<
+        Box<dyn tokio_stream::Stream<Item = Result<pb::OperationRun, Status>> + Send>,
+    >;
+
+    async fn watch_operation_run(
+        &self,
+        req: Request<pb::WatchOperationRunRequest>,
+    ) -> Reply<Self::WatchOperationRunStream> {
+        let id = Self::run_id(req.get_ref().id.as_ref())?;
+        // Fail fast on an unknown run.
+        self.runs.get(id, false).await.map_err(ApiError::from)?;
+        let runs = self.runs.clone();
+        let mut changes = self.dispatcher.subscribe();
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut last: Option<pb::OperationRun> = None;
+            loop {
+                match runs.get(id, true).await {
+                    Ok((run, stats)) => {
+                        let terminal = run.status.is_terminal();
+                        let message = convert::operation_run(&run, stats.as_ref());
+                        if last.as_ref() != Some(&message) {
+                            if tx.send(Ok(message.clone())).await.is_err() {
+                                return;
+                            }
+                            last = Some(message);
+                        }
+                        if terminal {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx
+                            .send(Err(crate::error::to_status(ApiError::from(e))))
+                            .await;
+                        return;
+                    }
+                }
+                // Wake on this run's changes; re-read at least every second
+                // (child tasks progress without touching the run row).
+                let wait = async {
+                    loop {
+                        match changes.recv().await {
+                            Ok(changed) if changed == id => return,
+                            Ok(_) => {}
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                                std::future::pending::<()>().await;
+                            }
+                        }
+                    }
+                };
+                tokio::select! {
+                    () = wait => {}
+                    () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                    () = tx.closed() => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 }

@@ -15,6 +15,7 @@ mod sim_admin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rackflow_api::v1::flow_extensions_server::FlowExtensionsServer;
 use rackflow_api::v1::flow_server::FlowServer;
 use rackflow_engine::dispatcher::Dispatcher;
 use rackflow_engine::executor::{ExecutorConfig, LocalExecutor};
@@ -147,17 +148,20 @@ pub async fn serve_with_fleet(
     }
 
     let runs = RunManager::new(store.clone(), config.planner.max_candidate_targets);
-    let flow = flow::FlowService::new(
+    let flow = Arc::new(flow::FlowService::new(
         store.clone(),
         runs,
         tasks.clone(),
         dispatcher.clone(),
         schedules,
-    );
+    ));
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<FlowServer<flow::FlowService>>()
+        .await;
+    health_reporter
+        .set_serving::<FlowExtensionsServer<flow::FlowService>>()
         .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(rackflow_api::FILE_DESCRIPTOR_SET)
@@ -170,7 +174,8 @@ pub async fn serve_with_fleet(
     let server = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(reflection)
-        .add_service(FlowServer::new(flow))
+        .add_service(FlowServer::from_arc(flow.clone()))
+        .add_service(FlowExtensionsServer::from_arc(flow))
         .add_service(sim_admin::SimAdminService::new(fleet).into_server())
         .serve_with_incoming_shutdown(
             // TCP_NODELAY: a small unary reply must not wait for Nagle and
@@ -188,6 +193,9 @@ pub async fn serve_with_fleet(
     };
     health_reporter
         .set_not_serving::<FlowServer<flow::FlowService>>()
+        .await;
+    health_reporter
+        .set_not_serving::<FlowExtensionsServer<flow::FlowService>>()
         .await;
     dispatcher_stop.cancel();
     if let Some(handle) = dispatcher_loop {

@@ -23,6 +23,17 @@ use tonic::Code;
 use tonic::transport::Channel;
 use uuid::Uuid;
 
+/// rackflow's own RPCs (`v1.FlowExtensions`) on the test server.
+async fn extensions(
+    addr: std::net::SocketAddr,
+) -> rackflow_api::v1::flow_extensions_client::FlowExtensionsClient<tonic::transport::Channel> {
+    rackflow_api::v1::flow_extensions_client::FlowExtensionsClient::connect(format!(
+        "http://{addr}"
+    ))
+    .await
+    .expect("connect FlowExtensions")
+}
+
 both_stores!(
     run_completes_within_the_concurrency_limit,
     phase_gate_waits_for_advance,
@@ -206,8 +217,8 @@ fn set_auto_advance(req: &mut pb::CreateOperationRunRequest, auto_advance: bool)
 
 /// The planned order of a request: rack ids by sequence index.
 async fn planned_order(s: &mut TestServer, req: &pb::CreateOperationRunRequest) -> Vec<Uuid> {
-    let preview = s
-        .client
+    let preview = extensions(s.addr)
+        .await
         .preview_operation_run(req.clone())
         .await
         .expect("preview")
@@ -1628,8 +1639,8 @@ async fn watch_streams_until_terminal(backend: Backend) {
     count_phases(&mut req, &[2], false);
     let id = create(&mut s, req).await;
 
-    let mut stream = s
-        .client
+    let mut stream = extensions(s.addr)
+        .await
         .watch_operation_run(pb::WatchOperationRunRequest {
             id: Some(id.clone()),
         })
@@ -1685,8 +1696,8 @@ async fn watch_streams_until_terminal(backend: Backend) {
     assert_eq!(current_stats(&last).phase_index, 1);
 
     // A terminal run: its state once, then the end.
-    let mut stream = s
-        .client
+    let mut stream = extensions(s.addr)
+        .await
         .watch_operation_run(pb::WatchOperationRunRequest {
             id: Some(id.clone()),
         })
@@ -1697,8 +1708,8 @@ async fn watch_streams_until_terminal(backend: Backend) {
     assert_eq!(summary(&only), summary(&last));
     assert!(next(&mut stream).await.is_none(), "then the stream ends");
 
-    let err = s
-        .client
+    let err = extensions(s.addr)
+        .await
         .watch_operation_run(pb::WatchOperationRunRequest {
             id: Some(uuid(Uuid::new_v4())),
         })

@@ -8,6 +8,17 @@ use rackflow_api::v1 as pb;
 use tonic::Code;
 use uuid::Uuid;
 
+/// rackflow's own RPCs (`v1.FlowExtensions`) on the test server.
+async fn extensions(
+    addr: std::net::SocketAddr,
+) -> rackflow_api::v1::flow_extensions_client::FlowExtensionsClient<tonic::transport::Channel> {
+    rackflow_api::v1::flow_extensions_client::FlowExtensionsClient::connect(format!(
+        "http://{addr}"
+    ))
+    .await
+    .expect("connect FlowExtensions")
+}
+
 both_stores!(
     racks_create_get_list_delete,
     components_add_list_patch,
@@ -203,7 +214,8 @@ async fn racks_create_get_list_delete(backend: Backend) {
         .into_inner();
     assert_eq!(list.total, 1, "deleted racks are not listed");
     // A deleted rack leaves the default scope of new runs.
-    let preview = c
+    let preview = extensions(s.addr)
+        .await
         .preview_operation_run(common::run_request("after-delete", 100, "s", "o", 1))
         .await
         .expect("preview")

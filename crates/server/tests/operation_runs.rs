@@ -10,6 +10,17 @@ use rackflow_api::v1 as pb;
 use tonic::Code;
 use uuid::Uuid;
 
+/// rackflow's own RPCs (`v1.FlowExtensions`) on the test server.
+async fn extensions(
+    addr: std::net::SocketAddr,
+) -> rackflow_api::v1::flow_extensions_client::FlowExtensionsClient<tonic::transport::Channel> {
+    rackflow_api::v1::flow_extensions_client::FlowExtensionsClient::connect(format!(
+        "http://{addr}"
+    ))
+    .await
+    .expect("connect FlowExtensions")
+}
+
 both_stores!(
     create_then_read_back_the_reference_plan,
     preview_matches_create_and_persists_nothing,
@@ -147,8 +158,8 @@ async fn preview_matches_create_and_persists_nothing(backend: Backend) {
     fixture_fleet(&mut s.client, 10).await;
     let mut req = run_request("preview", 50, "", "", 2);
     // Empty seeds are generated and reported.
-    let preview = s
-        .client
+    let preview = extensions(s.addr)
+        .await
         .preview_operation_run(req.clone())
         .await
         .expect("preview")
@@ -521,7 +532,8 @@ async fn validation_errors_have_reference_messages_and_write_nothing(backend: Ba
         mutate(&mut req);
         for preview in [false, true] {
             let err = if preview {
-                s.client
+                extensions(s.addr)
+                    .await
                     .preview_operation_run(req.clone())
                     .await
                     .expect_err("preview must fail")
@@ -629,8 +641,8 @@ async fn planner_errors_map_to_reference_codes(backend: Backend) {
             },
         )),
     });
-    let preview = s
-        .client
+    let preview = extensions(s.addr)
+        .await
         .preview_operation_run(req)
         .await
         .expect("preview")
@@ -712,8 +724,8 @@ async fn candidate_limit_is_internal(backend: Backend) {
             pb::ComponentTargets { targets: ids },
         )),
     });
-    let preview = s
-        .client
+    let preview = extensions(s.addr)
+        .await
         .preview_operation_run(req)
         .await
         .expect("within limit")
@@ -767,8 +779,8 @@ async fn exclusions_and_component_filter_shape_the_scope(backend: Backend) {
     // non-compute components (partial exclusion); others are whole.
     let mut b = run_request("b", 100, "sb", "ob", 1);
     target_scope(&mut b).exclude_operation_run_ids = vec![a_id.clone()];
-    let preview = s
-        .client
+    let preview = extensions(s.addr)
+        .await
         .preview_operation_run(b.clone())
         .await
         .expect("b")
@@ -806,8 +818,8 @@ async fn exclusions_and_component_filter_shape_the_scope(backend: Backend) {
             types: vec![pb::ComponentType::Compute as i32],
         })),
     });
-    let preview = s
-        .client
+    let preview = extensions(s.addr)
+        .await
         .preview_operation_run(b.clone())
         .await
         .expect("b filtered")
