@@ -33,6 +33,23 @@ pub enum EngineError {
     /// A manual control that does not apply to the run's state.
     #[error(transparent)]
     Control(#[from] rackflow_domain::dispatch::ControlError),
+    /// A rack named by UUID or external id (the text as given) does not exist.
+    #[error("rack {0} not found")]
+    RackNotFound(String),
+    #[error("component {0} not found")]
+    ComponentNotFound(Uuid),
+    #[error("operation rule {0} not found")]
+    RuleNotFound(Uuid),
+    /// An inventory lookup by target spec failed (spec resolution's kind
+    /// decides the code: not found, ambiguous, other).
+    #[error("{message}")]
+    Lookup { kind: LookupKind, message: String },
+    /// The inventory holds no NVLink domains, so a domain target names none.
+    #[error("NVLink domains are not in this inventory")]
+    NvlDomainsUnsupported,
+    /// A rule record or definition that does not validate.
+    #[error(transparent)]
+    Rule(#[from] rackflow_domain::rule::RuleError),
     #[error(transparent)]
     Store(#[from] rackflow_store::StoreError),
 }

@@ -7,11 +7,23 @@
 pub mod dispatcher;
 pub mod error;
 pub mod executor;
+pub mod inventory;
 pub mod manager;
 pub mod resolve;
+pub mod rules;
 pub mod runs;
 pub mod schedules;
 pub mod sim;
 pub mod tasks;
+
+/// The store handle and the query types of the engine's methods, re-exported
+/// so that the server opens the store only to hand it to the engine and never
+/// depends on the store crate itself.
+pub mod store {
+    pub use rackflow_store::{
+        ComponentFilterQuery, ComponentPatch, DbTarget, RackFilter, ScheduleFilter, Store,
+        StoreError, TaskFilter, open_store,
+    };
+}
 
 pub use error::EngineError;

@@ -1,71 +1,89 @@
-//! The one place where errors become gRPC statuses.
+//! The one place where errors become gRPC statuses, for every RPC.
+//!
+//! Handlers fail with [`ApiError`], which keeps the typed error it came from
+//! (request validation, the engine's errors); [`to_status`] picks the code
+//! from that type (spec operation-runs §4.9, flow-core) and sends the
+//! error's own text as the message, unchanged.
 
 use rackflow_engine::EngineError;
 use rackflow_engine::error::LookupKind;
+use rackflow_engine::schedules::ScheduleError;
+use rackflow_engine::store::StoreError;
 use rackflow_engine::tasks::TaskError;
-use rackflow_store::StoreError;
 use tonic::{Code, Status};
 
 use crate::convert::Invalid;
 
-impl From<Invalid> for ApiError {
-    fn from(e: Invalid) -> Self {
-        ApiError::Invalid(e)
-    }
-}
-
 /// Everything a handler can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    /// The request does not validate (the text names the field).
     #[error(transparent)]
-    Invalid(Invalid),
-    #[error("{0}")]
-    NotFound(String),
-    #[error("{0}")]
-    FailedPrecondition(String),
+    Invalid(#[from] Invalid),
+    /// Firmware credentials need encryption at rest, and no data encryption
+    /// key is configured in this build.
+    #[error("authentication_data requires a data encryption key, which is not configured")]
+    CredentialsNeedKey,
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error(transparent)]
     Task(#[from] TaskError),
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Schedule(#[from] ScheduleError),
 }
 
-/// Maps an error to its status (spec operation-runs §4.9). Internal errors
-/// are logged with their chain; the client gets the message too, as the
-/// reference does.
-pub fn to_status(err: ApiError) -> Status {
-    let code = match &err {
-        ApiError::Invalid(_) => Code::InvalidArgument,
-        ApiError::NotFound(_) => Code::NotFound,
-        ApiError::FailedPrecondition(_) => Code::FailedPrecondition,
-        ApiError::Engine(e) => match e {
-            EngineError::RunNotFound(_) => Code::NotFound,
-            EngineError::NoPlannedTargets | EngineError::PlanInvalid(_) => Code::InvalidArgument,
-            EngineError::Plan { kind, .. } => lookup_code(*kind),
-            EngineError::RackWithoutExternalId(_) => Code::FailedPrecondition,
-            EngineError::StatsGap { .. } => Code::Internal,
-            EngineError::Control(_) => Code::FailedPrecondition,
-            EngineError::Store(s) => store_code(s),
-        },
-        ApiError::Task(e) => match e {
-            TaskError::Invalid(_) => Code::InvalidArgument,
-            TaskError::Lookup { kind, .. } => lookup_code(*kind),
-            TaskError::RuleNotFound(_) | TaskError::NotFound(_) => Code::NotFound,
-            TaskError::RackConflict(_) | TaskError::QueueFull(_) | TaskError::Precondition(_) => {
-                Code::FailedPrecondition
-            }
-            TaskError::Store(s) => store_code(s),
-        },
-        ApiError::Store(s) => store_code(s),
-    };
-    let message = err.to_string();
-    if code == Code::Internal {
-        tracing::error!(error = %message, "request failed");
-    } else {
-        tracing::debug!(code = ?code, error = %message, "request rejected");
+impl ApiError {
+    /// The gRPC code of this error.
+    pub fn code(&self) -> Code {
+        match self {
+            ApiError::Invalid(_) => Code::InvalidArgument,
+            ApiError::CredentialsNeedKey => Code::FailedPrecondition,
+            ApiError::Engine(e) => engine_code(e),
+            ApiError::Task(e) => task_code(e),
+            ApiError::Schedule(e) => schedule_code(e),
+        }
     }
-    Status::new(code, message)
+}
+
+fn engine_code(err: &EngineError) -> Code {
+    match err {
+        EngineError::RunNotFound(_)
+        | EngineError::RackNotFound(_)
+        | EngineError::ComponentNotFound(_)
+        | EngineError::RuleNotFound(_)
+        | EngineError::NvlDomainsUnsupported => Code::NotFound,
+        EngineError::NoPlannedTargets | EngineError::PlanInvalid(_) | EngineError::Rule(_) => {
+            Code::InvalidArgument
+        }
+        EngineError::Plan { kind, .. } | EngineError::Lookup { kind, .. } => lookup_code(*kind),
+        EngineError::RackWithoutExternalId(_) | EngineError::Control(_) => Code::FailedPrecondition,
+        EngineError::StatsGap { .. } => Code::Internal,
+        EngineError::Store(s) => store_code(s),
+    }
+}
+
+fn task_code(err: &TaskError) -> Code {
+    match err {
+        TaskError::Invalid(_) => Code::InvalidArgument,
+        TaskError::Lookup { kind, .. } => lookup_code(*kind),
+        TaskError::RuleNotFound(_) | TaskError::NotFound(_) => Code::NotFound,
+        TaskError::RackConflict(_) | TaskError::QueueFull(_) | TaskError::Precondition(_) => {
+            Code::FailedPrecondition
+        }
+        TaskError::Store(s) => store_code(s),
+    }
+}
+
+fn schedule_code(err: &ScheduleError) -> Code {
+    match err {
+        ScheduleError::Invalid(_) => Code::InvalidArgument,
+        ScheduleError::NotFound(_) => Code::NotFound,
+        ScheduleError::FailedPrecondition(_) => Code::FailedPrecondition,
+        ScheduleError::Lookup { kind, .. } => lookup_code(*kind),
+        ScheduleError::Task(t) => task_code(t),
+        // A duplicate schedule name is the store's AlreadyExists.
+        ScheduleError::Store(s) => store_code(s),
+    }
 }
 
 fn lookup_code(kind: LookupKind) -> Code {
@@ -84,8 +102,76 @@ fn store_code(err: &StoreError) -> Code {
     }
 }
 
+/// Maps an error to its status. Internal errors are logged with their
+/// chain; the client gets the message too, as the reference does.
+pub fn to_status(err: ApiError) -> Status {
+    let code = err.code();
+    let message = err.to_string();
+    if code == Code::Internal {
+        tracing::error!(error = %message, source = ?std::error::Error::source(&err), "request failed");
+    } else {
+        tracing::debug!(code = ?code, error = %message, "request rejected");
+    }
+    Status::new(code, message)
+}
+
 impl From<ApiError> for Status {
     fn from(err: ApiError) -> Self {
         to_status(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_layer_keeps_its_message_and_gets_its_code() {
+        let cases: Vec<(ApiError, Code, &str)> = vec![
+            (
+                Invalid("name is required".into()).into(),
+                Code::InvalidArgument,
+                "name is required",
+            ),
+            (
+                ApiError::CredentialsNeedKey,
+                Code::FailedPrecondition,
+                "authentication_data requires a data encryption key, which is not configured",
+            ),
+            (
+                EngineError::RackNotFound("r-1".into()).into(),
+                Code::NotFound,
+                "rack r-1 not found",
+            ),
+            (
+                EngineError::Rule(rackflow_domain::rule::RuleError::NameTooLong).into(),
+                Code::InvalidArgument,
+                "name must be at most 128 characters",
+            ),
+            (
+                ScheduleError::Lookup {
+                    kind: LookupKind::Ambiguous,
+                    message: "rack name=a is ambiguous".into(),
+                }
+                .into(),
+                Code::FailedPrecondition,
+                "rack name=a is ambiguous",
+            ),
+            (
+                ScheduleError::Store(StoreError::AlreadyExists("task schedule name \"x\"".into()))
+                    .into(),
+                Code::AlreadyExists,
+                "task schedule name \"x\" already exists",
+            ),
+            (
+                TaskError::QueueFull(3).into(),
+                Code::FailedPrecondition,
+                "waiting queue is full (3/5 tasks)",
+            ),
+        ];
+        for (err, code, message) in cases {
+            let status = to_status(err);
+            assert_eq!((status.code(), status.message()), (code, message));
+        }
     }
 }

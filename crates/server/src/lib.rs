@@ -1,15 +1,17 @@
 //! rackflow's flow server: gRPC handlers, wire ⇄ domain conversion, health,
 //! reflection, configuration, startup and shutdown order.
 //!
-//! Handlers are thin: they convert the request (all validation lives in
-//! [`convert`]), call the engine, and convert the answer. Every error reaches
-//! the wire through one mapping ([`error::to_status`]).
+//! Handlers are thin: `flow.rs` forwards each RPC to its handler in
+//! [`rpc`], which converts the request (all validation lives in [`convert`]),
+//! calls one engine method and converts the answer. Every error reaches the
+//! wire through one mapping ([`error::to_status`]). The server never touches
+//! the store: it opens it only to hand it to the engine.
 
 pub mod config;
 pub mod convert;
 pub mod error;
 mod flow;
-mod schedules;
+mod rpc;
 mod sim_admin;
 
 use std::sync::Arc;
@@ -19,11 +21,13 @@ use rackflow_api::v1::flow_extensions_server::FlowExtensionsServer;
 use rackflow_api::v1::flow_server::FlowServer;
 use rackflow_engine::dispatcher::Dispatcher;
 use rackflow_engine::executor::{ExecutorConfig, LocalExecutor};
+use rackflow_engine::inventory::InventoryManager;
+use rackflow_engine::rules::RuleManager;
 use rackflow_engine::runs::RunManager;
 use rackflow_engine::schedules::{ScheduleManager, SystemClock};
 use rackflow_engine::sim::SimFleet;
+use rackflow_engine::store::{DbTarget, Store};
 use rackflow_engine::tasks::TaskManager;
-use rackflow_store::{DbTarget, Store};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -33,7 +37,7 @@ pub use config::Config;
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error("open database: {0}")]
-    Store(#[from] rackflow_store::StoreError),
+    Store(#[from] rackflow_engine::store::StoreError),
     #[error("bind {addr}: {source}")]
     Bind {
         addr: std::net::SocketAddr,
@@ -63,7 +67,7 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> Result<(), Se
             addr: config.listen,
             source,
         })?;
-    let store = rackflow_store::open_store(&db_target(&config)).await?;
+    let store = rackflow_engine::store::open_store(&db_target(&config)).await?;
     serve_on(config, store, listener, shutdown).await
 }
 
@@ -148,13 +152,21 @@ pub async fn serve_with_fleet(
     }
 
     let runs = RunManager::new(store.clone(), config.planner.max_candidate_targets);
-    let flow = Arc::new(flow::FlowService::new(
-        store.clone(),
+    // Open watch streams end as soon as shutdown starts (else they would
+    // hold the graceful stop up until the grace period runs out).
+    let watches = rpc::watch::Watches::new(shutdown.child_token());
+    let flow = Arc::new(flow::FlowService {
+        inventory: InventoryManager::new(store.clone()),
+        rules: RuleManager::new(store.clone()),
         runs,
-        tasks.clone(),
-        dispatcher.clone(),
+        tasks: tasks.clone(),
+        dispatcher: dispatcher.clone(),
         schedules,
-    ));
+        watches: watches.clone(),
+    });
+    // Fault injection exists only for the simulated fleet.
+    let sim_admin = matches!(config.provider, config::Provider::Sim)
+        .then(|| sim_admin::SimAdminService::new(fleet).into_server());
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
@@ -176,7 +188,7 @@ pub async fn serve_with_fleet(
         .add_service(reflection)
         .add_service(FlowServer::from_arc(flow.clone()))
         .add_service(FlowExtensionsServer::from_arc(flow))
-        .add_service(sim_admin::SimAdminService::new(fleet).into_server())
+        .add_optional_service(sim_admin)
         .serve_with_incoming_shutdown(
             // TCP_NODELAY: a small unary reply must not wait for Nagle and
             // the peer's delayed ACK (up to ~40 ms per call).
@@ -197,6 +209,7 @@ pub async fn serve_with_fleet(
     health_reporter
         .set_not_serving::<FlowExtensionsServer<flow::FlowService>>()
         .await;
+    watches.wait_stopped().await;
     dispatcher_stop.cancel();
     if let Some(handle) = dispatcher_loop {
         let _ = handle.await;

@@ -6,7 +6,8 @@ use rackflow_domain::ComponentType;
 use rackflow_domain::inventory::{
     Bmc, BmcType, Component, Location, Position, Rack, normalize_mac,
 };
-use rackflow_store::{ComponentFilterQuery, ComponentPatch, RackFilter};
+use rackflow_engine::inventory::{ComponentQuery, RackRef};
+use rackflow_engine::store::{ComponentFilterQuery, ComponentPatch, RackFilter};
 use uuid::Uuid;
 
 use super::{Checked, Invalid, invalid, parse_uuid, pb_uuid};
@@ -291,4 +292,46 @@ pub fn component_patch(req: &pb::PatchComponentRequest) -> Checked<ComponentPatc
         }
     }
     Ok(patch)
+}
+
+/// A rack named by UUID, or — when the text is not a UUID — by external id.
+pub fn rack_ref(id: Option<&pb::Uuid>) -> Checked<RackRef> {
+    let text = id.map(|u| u.id.trim()).unwrap_or_default();
+    if text.is_empty() {
+        return invalid("rack id is required");
+    }
+    Ok(match parse_uuid(text) {
+        Ok(id) => RackRef::Id {
+            id,
+            text: text.to_string(),
+        },
+        Err(_) => RackRef::ExternalId(text.to_string()),
+    })
+}
+
+/// `GetComponents`: the filters, then the target spec.
+pub fn component_query(req: &pb::GetComponentsRequest) -> Checked<ComponentQuery> {
+    let mut filter = ComponentFilterQuery::default();
+    component_filter(&req.filters, &mut filter)?;
+    let target = match &req.target_spec {
+        None => None,
+        Some(spec) => super::target_spec(spec).map_err(|e| Invalid(format!("target_spec: {e}")))?,
+    };
+    Ok(ComponentQuery { filter, target })
+}
+
+/// `AddComponent`: the component with its optional rack.
+pub fn added_component(req: &pb::AddComponentRequest) -> Checked<Component> {
+    let Some(component) = req.component.as_ref() else {
+        return invalid("component is required");
+    };
+    let rack_id = match component
+        .rack_id
+        .as_ref()
+        .filter(|u| !u.id.trim().is_empty())
+    {
+        None => None,
+        Some(u) => Some(parse_uuid(&u.id).map_err(|e| Invalid(format!("component.rack_id: {e}")))?),
+    };
+    new_component("component", component, rack_id)
 }

@@ -9,6 +9,7 @@ use rackflow_domain::schedule::{
 use rackflow_domain::target::{ComponentFilter, TargetSpec};
 use rackflow_domain::task::{TaskInformation, TaskType};
 use rackflow_engine::schedules::{NewSchedule, ScheduleUpdate};
+use rackflow_engine::store::ScheduleFilter;
 use rackflow_engine::tasks::SubmitRequest;
 use uuid::Uuid;
 
@@ -312,6 +313,47 @@ pub fn pb_scope(s: &ScheduleScope) -> pb::TaskScheduleScope {
 /// A target spec of a scope request (`target_spec` / `desired_scope`).
 pub fn scope_target(spec: Option<&pb::OperationTargetSpec>, field: &str) -> Checked<TargetSpec> {
     required_target(spec, field)
+}
+
+/// `ListTaskSchedules`: the rack and enabled filters; pagination is optional
+/// here: omitted → every schedule (spec §6.5).
+pub fn schedule_list_query(
+    req: &pb::ListTaskSchedulesRequest,
+) -> Checked<(ScheduleFilter, rackflow_domain::run::Page)> {
+    let rack_id = match req.rack_id.as_ref().filter(|u| !u.id.trim().is_empty()) {
+        None => None,
+        Some(u) => Some(parse_uuid(&u.id).map_err(|e| Invalid(format!("invalid rack_id: {e}")))?),
+    };
+    let page = match req.pagination.as_ref() {
+        None => rackflow_domain::run::Page {
+            offset: 0,
+            limit: 0,
+        },
+        Some(p) => super::page(Some(p))?,
+    };
+    let filter = ScheduleFilter {
+        rack_id,
+        enabled_only: req.enabled_only.unwrap_or(false),
+    };
+    Ok((filter, page))
+}
+
+/// `CheckScheduleConflicts`: the operation, then the schedule to leave out.
+pub fn conflicts_query(
+    req: &pb::CheckScheduleConflictsRequest,
+) -> Checked<(OperationTemplate, TargetSpec, Option<Uuid>)> {
+    let (template, target) = scheduled_operation(req.operation.as_ref())?;
+    let exclude = match req
+        .exclude_schedule_id
+        .as_ref()
+        .filter(|u| !u.id.trim().is_empty())
+    {
+        None => None,
+        Some(u) => Some(
+            parse_uuid(&u.id).map_err(|e| Invalid(format!("invalid exclude_schedule_id: {e}")))?,
+        ),
+    };
+    Ok((template, target, exclude))
 }
 
 #[cfg(test)]

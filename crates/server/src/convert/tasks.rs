@@ -2,9 +2,12 @@
 
 use rackflow_api::v1 as pb;
 use rackflow_domain::rule::{OperationRule, RackRuleAssociation};
+use rackflow_domain::run::Page;
 use rackflow_domain::run::{FirmwarePayload, QueueStrategy};
 use rackflow_domain::target::TargetSpec;
 use rackflow_domain::task::{Task, TaskInformation, TaskType};
+use rackflow_engine::inventory::TaskQuery;
+use rackflow_engine::rules::{RuleDraft, RuleUpdate};
 use rackflow_engine::tasks::{SubmitRequest, queue_policy};
 use uuid::Uuid;
 
@@ -222,4 +225,93 @@ pub fn pb_association(a: &RackRuleAssociation) -> pb::RackRuleAssociation {
         created_at: Some(timestamp(a.created_at)),
         updated_at: Some(timestamp(a.updated_at)),
     }
+}
+
+/// `ListTasks`: rack (UUID or external id) and component filters.
+pub fn task_query(req: &pb::ListTasksRequest) -> Checked<TaskQuery> {
+    let rack = match req.rack_id.as_ref().filter(|u| !u.id.trim().is_empty()) {
+        None => None,
+        Some(u) => Some(super::rack_ref(Some(u))?),
+    };
+    let component_id = match req
+        .component_id
+        .as_ref()
+        .filter(|u| !u.id.trim().is_empty())
+    {
+        None => None,
+        Some(u) => Some(parse_uuid(&u.id).map_err(|e| Invalid(format!("component_id: {e}")))?),
+    };
+    Ok(TaskQuery {
+        rack,
+        component_id,
+        active_only: req.active_only,
+        with_report: req.with_report,
+    })
+}
+
+/// `GetTasksByIDs`: every id must parse.
+pub fn task_ids(req: &pb::GetTasksByIDsRequest) -> Checked<Vec<Uuid>> {
+    req.task_ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| parse_uuid(&id.id).map_err(|e| Invalid(format!("task_ids[{i}]: {e}"))))
+        .collect()
+}
+
+pub fn rule_id(id: Option<&pb::Uuid>) -> Checked<Uuid> {
+    super::required_id(id, "rule_id is required")
+}
+
+pub fn rack_id(id: Option<&pb::Uuid>) -> Checked<Uuid> {
+    super::required_id(id, "rack_id is required")
+}
+
+/// `CreateOperationRule`: the operation type here; the record and the
+/// definition are the rule manager's to validate.
+pub fn rule_draft(req: pb::CreateOperationRuleRequest) -> Checked<RuleDraft> {
+    Ok(RuleDraft {
+        operation_type: rule_type(req.operation_type, "operation_type")?,
+        name: req.name,
+        description: req.description,
+        operation_code: req.operation_code,
+        definition_json: req.rule_definition_json,
+        is_default: req.is_default,
+    })
+}
+
+/// `UpdateOperationRule`: the rule id and the changes.
+pub fn rule_update(req: pb::UpdateOperationRuleRequest) -> Checked<(Uuid, RuleUpdate)> {
+    let id = rule_id(req.rule_id.as_ref())?;
+    Ok((
+        id,
+        RuleUpdate {
+            name: req.name,
+            description: req.description,
+            definition_json: req.rule_definition_json,
+        },
+    ))
+}
+
+/// `ListOperationRules`: type filter (0 = any), default filter, and the
+/// offset / limit pair (default 0 / 100).
+pub fn rule_list_query(
+    req: &pb::ListOperationRulesRequest,
+) -> Checked<(Option<TaskType>, Option<bool>, Page)> {
+    let task_type = match req.operation_type {
+        None | Some(0) => None,
+        Some(v) => Some(rule_type(v, "operation_type")?),
+    };
+    let offset = req.offset.unwrap_or(0);
+    let limit = req.limit.unwrap_or(100);
+    if offset < 0 || limit < 0 {
+        return invalid("offset and limit must not be negative");
+    }
+    Ok((
+        task_type,
+        req.is_default,
+        Page {
+            offset: i64::from(offset),
+            limit: i64::from(limit),
+        },
+    ))
 }

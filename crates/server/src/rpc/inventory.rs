@@ -1,0 +1,94 @@
+//! Racks and components (`v1.Flow` inventory RPCs) over the engine's
+//! [`InventoryManager`].
+
+use rackflow_api::v1 as pb;
+use rackflow_engine::inventory::InventoryManager;
+
+use super::ApiResult;
+use crate::convert::{self, pb_uuid, wire_count};
+
+pub(crate) async fn create_expected_rack(
+    inventory: &InventoryManager,
+    req: pb::CreateExpectedRackRequest,
+) -> ApiResult<pb::CreateExpectedRackResponse> {
+    let (rack, components) = convert::new_rack(req.rack.as_ref())?;
+    inventory.create_rack(&rack, &components).await?;
+    Ok(pb::CreateExpectedRackResponse {
+        id: Some(pb_uuid(rack.id)),
+    })
+}
+
+pub(crate) async fn get_rack_info_by_id(
+    inventory: &InventoryManager,
+    req: pb::GetRackInfoByIdRequest,
+) -> ApiResult<pb::GetRackInfoResponse> {
+    let rack = convert::rack_ref(req.id.as_ref())?;
+    let found = inventory.rack(&rack, req.with_components).await?;
+    Ok(pb::GetRackInfoResponse {
+        rack: Some(convert::pb_rack(&found.rack, &found.components)),
+    })
+}
+
+pub(crate) async fn get_list_of_racks(
+    inventory: &InventoryManager,
+    req: pb::GetListOfRacksRequest,
+) -> ApiResult<pb::GetListOfRacksResponse> {
+    let filter = convert::rack_filter(&req.filters, req.with_external_id_only)?;
+    let page = convert::page(req.pagination.as_ref())?;
+    let (racks, total) = inventory.racks(&filter, page, req.with_components).await?;
+    Ok(pb::GetListOfRacksResponse {
+        racks: racks
+            .iter()
+            .map(|r| convert::pb_rack(&r.rack, &r.components))
+            .collect(),
+        total: wire_count(total),
+    })
+}
+
+pub(crate) async fn delete_rack(
+    inventory: &InventoryManager,
+    req: pb::DeleteRackRequest,
+) -> ApiResult<pb::DeleteRackResponse> {
+    let id = convert::required_id(req.id.as_ref(), "rack id is required")?;
+    inventory.delete_rack(id).await?;
+    Ok(pb::DeleteRackResponse {})
+}
+
+pub(crate) async fn get_components(
+    inventory: &InventoryManager,
+    req: pb::GetComponentsRequest,
+) -> ApiResult<pb::GetComponentsResponse> {
+    let query = convert::component_query(&req)?;
+    let page = convert::page(req.pagination.as_ref())?;
+    let (components, total) = inventory.components(query, page).await?;
+    Ok(pb::GetComponentsResponse {
+        components: components
+            .iter()
+            .map(|c| convert::pb_component(c, None))
+            .collect(),
+        total: wire_count(total),
+    })
+}
+
+pub(crate) async fn add_component(
+    inventory: &InventoryManager,
+    req: pb::AddComponentRequest,
+) -> ApiResult<pb::AddComponentResponse> {
+    let component = convert::added_component(&req)?;
+    inventory.add_component(&component).await?;
+    Ok(pb::AddComponentResponse {
+        component: Some(convert::pb_component(&component, None)),
+    })
+}
+
+pub(crate) async fn patch_component(
+    inventory: &InventoryManager,
+    req: pb::PatchComponentRequest,
+) -> ApiResult<pb::PatchComponentResponse> {
+    let id = convert::required_id(req.id.as_ref(), "component id is required")?;
+    let patch = convert::component_patch(&req)?;
+    let updated = inventory.patch_component(id, &patch).await?;
+    Ok(pb::PatchComponentResponse {
+        component: Some(convert::pb_component(&updated, None)),
+    })
+}

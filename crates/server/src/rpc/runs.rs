@@ -1,0 +1,161 @@
+//! Operation runs (`v1.Flow`) and their preview (`v1.FlowExtensions`) over
+//! the engine's [`RunManager`] (plan, create, reads) and [`Dispatcher`]
+//! (manual controls, wake-ups).
+
+use rackflow_api::v1 as pb;
+use rackflow_domain::run::OperationRun;
+use rackflow_engine::dispatcher::Dispatcher;
+use rackflow_engine::runs::RunManager;
+use uuid::Uuid;
+
+use super::{ApiResult, refuse_authentication_data};
+use crate::convert::{self, RandomSeeds, pb_uuid, wire_count};
+
+pub(crate) fn run_id(id: Option<&pb::Uuid>) -> ApiResult<Uuid> {
+    Ok(convert::required_id(id, "operation run ID is required")?)
+}
+
+/// The run's firmware credentials, refused like a plain upgrade's.
+fn check_authentication_data(req: &pb::CreateOperationRunRequest) -> ApiResult<()> {
+    let data = req
+        .configuration
+        .as_ref()
+        .and_then(|c| c.operation.as_ref())
+        .and_then(|o| match &o.operation {
+            Some(pb::operation_run_operation::Operation::UpgradeFirmware(fw)) => {
+                fw.authentication_data.as_ref()
+            }
+            None => None,
+        });
+    refuse_authentication_data(data)
+}
+
+/// Pause, resume, advance and cancel answer the run without stats.
+fn control_reply(run: &OperationRun) -> pb::OperationRun {
+    convert::operation_run(run, None)
+}
+
+pub(crate) async fn create(
+    runs: &RunManager,
+    dispatcher: &Dispatcher,
+    req: pb::CreateOperationRunRequest,
+) -> ApiResult<pb::CreateOperationRunResponse> {
+    check_authentication_data(&req)?;
+    let run = convert::new_run(&req, &mut RandomSeeds)?;
+    let id = runs.create(&run).await?;
+    dispatcher.wake_run(id);
+    Ok(pb::CreateOperationRunResponse {
+        id: Some(pb_uuid(id)),
+    })
+}
+
+pub(crate) async fn preview(
+    runs: &RunManager,
+    req: pb::CreateOperationRunRequest,
+) -> ApiResult<pb::PreviewOperationRunResponse> {
+    check_authentication_data(&req)?;
+    let run = convert::new_run(&req, &mut RandomSeeds)?;
+    let preview = runs.preview(&run).await?;
+    let targets = preview
+        .plan
+        .targets
+        .iter()
+        .map(|t| {
+            let rack = preview.racks.get(&t.rack_id);
+            pb::PlannedOperationRunTarget {
+                rack_id: Some(pb_uuid(t.rack_id)),
+                rack_external_id: rack.and_then(|r| r.external_id.clone()).unwrap_or_default(),
+                rack_name: rack.map(|r| r.name.clone()).unwrap_or_default(),
+                sequence_index: t.sequence_index,
+                phase_index: t.phase_index,
+                components_by_type: Some(convert::components_by_type(&t.components_by_type)),
+            }
+        })
+        .collect();
+    Ok(pb::PreviewOperationRunResponse {
+        configuration: Some(convert::configuration(&run.configuration)),
+        targets,
+        total_phases: preview.plan.total_phases(),
+        phase_sizes: convert::phase_sizes(&preview.plan.phase_sizes),
+        candidate_count: wire_count(preview.plan.candidate_count),
+    })
+}
+
+pub(crate) async fn get(
+    runs: &RunManager,
+    req: pb::GetOperationRunRequest,
+) -> ApiResult<pb::GetOperationRunResponse> {
+    let id = run_id(req.id.as_ref())?;
+    let (run, stats) = runs.get(id, req.include_stats).await?;
+    Ok(pb::GetOperationRunResponse {
+        operation_run: Some(convert::operation_run(&run, stats.as_ref())),
+    })
+}
+
+pub(crate) async fn list(
+    runs: &RunManager,
+    req: pb::ListOperationRunsRequest,
+) -> ApiResult<pb::ListOperationRunsResponse> {
+    let filter = convert::run_list_filter(req.filter.as_ref())?;
+    let page = convert::page(req.pagination.as_ref())?;
+    let (found, total) = runs.list(&filter, page).await?;
+    Ok(pb::ListOperationRunsResponse {
+        operation_runs: found.iter().map(convert::run_summary).collect(),
+        total: wire_count(total),
+    })
+}
+
+pub(crate) async fn list_targets(
+    runs: &RunManager,
+    req: pb::ListOperationRunTargetsRequest,
+) -> ApiResult<pb::ListOperationRunTargetsResponse> {
+    let id = run_id(req.operation_run_id.as_ref())?;
+    let status = convert::target_status_filter(req.status)?;
+    let scope = convert::phase_scope(req.phase_scope)?;
+    let page = convert::page(req.pagination.as_ref())?;
+    let result = runs.list_targets(id, status, scope, page).await?;
+    Ok(pb::ListOperationRunTargetsResponse {
+        targets: result
+            .targets
+            .iter()
+            .map(|(t, ext)| convert::run_target(t, ext))
+            .collect(),
+        total: wire_count(result.total),
+    })
+}
+
+pub(crate) async fn pause(
+    dispatcher: &Dispatcher,
+    req: pb::PauseOperationRunRequest,
+) -> ApiResult<pb::OperationRun> {
+    let id = run_id(req.id.as_ref())?;
+    Ok(control_reply(&dispatcher.pause(id).await?))
+}
+
+pub(crate) async fn resume(
+    dispatcher: &Dispatcher,
+    req: pb::ResumeOperationRunRequest,
+) -> ApiResult<pb::OperationRun> {
+    let id = run_id(req.id.as_ref())?;
+    Ok(control_reply(&dispatcher.resume(id).await?))
+}
+
+pub(crate) async fn advance(
+    dispatcher: &Dispatcher,
+    req: pb::AdvanceOperationRunPhaseRequest,
+) -> ApiResult<pb::OperationRun> {
+    let id = run_id(req.id.as_ref())?;
+    Ok(control_reply(
+        &dispatcher.advance(id, req.expected_phase_index).await?,
+    ))
+}
+
+pub(crate) async fn cancel(
+    dispatcher: &Dispatcher,
+    req: pb::CancelOperationRunRequest,
+) -> ApiResult<pb::OperationRun> {
+    let id = run_id(req.id.as_ref())?;
+    Ok(control_reply(
+        &dispatcher.cancel(id, req.reason.trim()).await?,
+    ))
+}

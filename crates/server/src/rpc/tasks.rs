@@ -1,0 +1,85 @@
+//! Rack operations and task reads (`v1.Flow`) over the engine's
+//! [`TaskManager`] (submission, cancel) and [`InventoryManager`] (reads).
+
+use std::sync::Arc;
+
+use rackflow_api::v1 as pb;
+use rackflow_engine::inventory::InventoryManager;
+use rackflow_engine::tasks::{SubmitRequest, TaskManager};
+
+use super::{ApiResult, refuse_authentication_data};
+use crate::convert::{self, pb_uuid, wire_count};
+
+async fn submit(tasks: &Arc<TaskManager>, req: SubmitRequest) -> ApiResult<pb::SubmitTaskResponse> {
+    let ids = tasks.submit(req).await?;
+    Ok(pb::SubmitTaskResponse {
+        task_ids: ids.into_iter().map(pb_uuid).collect(),
+    })
+}
+
+pub(crate) async fn upgrade_firmware(
+    tasks: &Arc<TaskManager>,
+    req: pb::UpgradeFirmwareRequest,
+) -> ApiResult<pb::SubmitTaskResponse> {
+    refuse_authentication_data(req.authentication_data.as_ref())?;
+    submit(tasks, convert::upgrade_firmware(&req)?).await
+}
+
+pub(crate) async fn power_on_rack(
+    tasks: &Arc<TaskManager>,
+    req: pb::PowerOnRackRequest,
+) -> ApiResult<pb::SubmitTaskResponse> {
+    submit(tasks, convert::power_on(&req)?).await
+}
+
+pub(crate) async fn power_off_rack(
+    tasks: &Arc<TaskManager>,
+    req: pb::PowerOffRackRequest,
+) -> ApiResult<pb::SubmitTaskResponse> {
+    submit(tasks, convert::power_off(&req)?).await
+}
+
+pub(crate) async fn power_reset_rack(
+    tasks: &Arc<TaskManager>,
+    req: pb::PowerResetRackRequest,
+) -> ApiResult<pb::SubmitTaskResponse> {
+    submit(tasks, convert::power_reset(&req)?).await
+}
+
+pub(crate) async fn list_tasks(
+    inventory: &InventoryManager,
+    req: pb::ListTasksRequest,
+) -> ApiResult<pb::ListTasksResponse> {
+    let query = convert::task_query(&req)?;
+    let page = convert::page(req.pagination.as_ref())?;
+    let (tasks, total) = inventory.tasks(&query, page).await?;
+    Ok(pb::ListTasksResponse {
+        tasks: tasks
+            .iter()
+            .map(|t| convert::pb_task(t, req.with_report))
+            .collect(),
+        total: wire_count(total),
+    })
+}
+
+pub(crate) async fn get_tasks_by_ids(
+    inventory: &InventoryManager,
+    req: pb::GetTasksByIDsRequest,
+) -> ApiResult<pb::GetTasksByIDsResponse> {
+    let ids = convert::task_ids(&req)?;
+    let tasks = inventory.tasks_by_ids(&ids).await?;
+    Ok(pb::GetTasksByIDsResponse {
+        tasks: tasks.iter().map(|t| convert::pb_task(t, true)).collect(),
+    })
+}
+
+pub(crate) async fn cancel_task(
+    tasks: &Arc<TaskManager>,
+    req: pb::CancelTaskRequest,
+) -> ApiResult<pb::CancelTaskResponse> {
+    let id = convert::required_id(req.task_id.as_ref(), "task_id is required")?;
+    let task = tasks.cancel(id).await?;
+    Ok(pb::CancelTaskResponse {
+        task: Some(convert::pb_task(&task, true)),
+    })
+}
