@@ -16,6 +16,7 @@ use tonic_health::pb::health_client::HealthClient;
 
 both_stores!(
     health_reports_flow_and_extensions,
+    reflection_lists_flow_and_extensions,
     sim_admin_is_served_with_the_sim_provider,
     sim_admin_is_unimplemented_with_the_rms_provider
 );
@@ -39,6 +40,44 @@ async fn health_reports_flow_and_extensions(backend: Backend) {
             .unwrap_or_else(|e| panic!("health of {service}: {e}"))
             .into_inner();
         assert_eq!(answer.status(), ServingStatus::Serving, "{service}");
+    }
+    s.stop().await;
+}
+
+async fn reflection_lists_flow_and_extensions(backend: Backend) {
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+    let Some(s) = TestServer::start(backend).await else {
+        return;
+    };
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", s.addr))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect reflection");
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut answers = ServerReflectionClient::new(channel)
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .expect("reflection")
+        .into_inner();
+    let answer = answers
+        .message()
+        .await
+        .expect("reflection answer")
+        .expect("one answer");
+    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+        panic!("not a service list: {answer:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for service in ["v1.Flow", "v1.FlowExtensions"] {
+        assert!(names.iter().any(|n| n == service), "{service} in {names:?}");
     }
     s.stop().await;
 }
