@@ -86,8 +86,9 @@ pub async fn serve_on(
 /// handle on it).
 ///
 /// Startup order: task manager (recovery of interrupted tasks, promoter) →
-/// dispatcher → schedule dispatcher → gRPC. Shutdown order: stop accepting and let in-flight RPCs
-/// finish (bounded by `shutdown_grace_secs`) → dispatcher → schedule
+/// dispatcher → schedule dispatcher → gRPC. Shutdown order: end open watch
+/// streams, stop accepting and let in-flight RPCs finish (bounded by
+/// `shutdown_grace_secs`) → watch loops → dispatcher → schedule
 /// dispatcher → promoter and
 /// executors (task rows are left as they are, so the next start resumes
 /// them) → store.
