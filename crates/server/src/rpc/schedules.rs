@@ -14,112 +14,112 @@ fn refuse_credentials(op: Option<&pb::ScheduledOperation>) -> ApiResult<()> {
 }
 
 pub(crate) async fn create(
-    m: &ScheduleManager,
+    schedules: &ScheduleManager,
     req: pb::CreateTaskScheduleRequest,
 ) -> ApiResult<pb::TaskSchedule> {
     refuse_credentials(req.operation.as_ref())?;
     let new = conv::new_schedule(&req)?;
-    let s = m.create(new).await?;
-    Ok(conv::pb_schedule(&s))
+    let schedule = schedules.create(new).await?;
+    Ok(conv::pb_schedule(&schedule))
 }
 
 pub(crate) async fn get(
-    m: &ScheduleManager,
+    schedules: &ScheduleManager,
     req: pb::GetTaskScheduleRequest,
 ) -> ApiResult<pb::TaskSchedule> {
     let id = conv::schedule_id(req.id.as_ref(), "id")?;
-    let s = m.get(id).await?;
-    Ok(conv::pb_schedule(&s))
+    let schedule = schedules.get(id).await?;
+    Ok(conv::pb_schedule(&schedule))
 }
 
 pub(crate) async fn list(
-    m: &ScheduleManager,
+    schedules: &ScheduleManager,
     req: pb::ListTaskSchedulesRequest,
 ) -> ApiResult<pb::ListTaskSchedulesResponse> {
     let (filter, page) = conv::schedule_list_query(&req)?;
-    let (schedules, total) = m.list(&filter, page).await?;
+    let (found, total) = schedules.list(&filter, page).await?;
     Ok(pb::ListTaskSchedulesResponse {
-        task_schedules: schedules.iter().map(conv::pb_schedule).collect(),
+        task_schedules: found.iter().map(conv::pb_schedule).collect(),
         total: wire_count(total),
     })
 }
 
 pub(crate) async fn update(
-    m: &ScheduleManager,
+    schedules: &ScheduleManager,
     req: pb::UpdateTaskScheduleRequest,
 ) -> ApiResult<pb::TaskSchedule> {
     let id = conv::schedule_id(req.id.as_ref(), "id")?;
     let update = conv::schedule_update(&req)?;
-    let s = m.update(id, update).await?;
-    Ok(conv::pb_schedule(&s))
+    let schedule = schedules.update(id, update).await?;
+    Ok(conv::pb_schedule(&schedule))
 }
 
 pub(crate) async fn pause(
-    m: &ScheduleManager,
+    schedules: &ScheduleManager,
     req: pb::PauseTaskScheduleRequest,
 ) -> ApiResult<pb::TaskSchedule> {
     let id = conv::schedule_id(req.id.as_ref(), "id")?;
-    let s = m.pause(id).await?;
-    Ok(conv::pb_schedule(&s))
+    let schedule = schedules.pause(id).await?;
+    Ok(conv::pb_schedule(&schedule))
 }
 
 pub(crate) async fn resume(
-    m: &ScheduleManager,
+    schedules: &ScheduleManager,
     req: pb::ResumeTaskScheduleRequest,
 ) -> ApiResult<pb::TaskSchedule> {
     let id = conv::schedule_id(req.id.as_ref(), "id")?;
-    let s = m.resume(id).await?;
-    Ok(conv::pb_schedule(&s))
+    let schedule = schedules.resume(id).await?;
+    Ok(conv::pb_schedule(&schedule))
 }
 
 pub(crate) async fn delete(
-    m: &ScheduleManager,
+    schedules: &ScheduleManager,
     req: pb::DeleteTaskScheduleRequest,
 ) -> ApiResult<()> {
     let id = conv::schedule_id(req.id.as_ref(), "id")?;
-    m.delete(id).await?;
+    schedules.delete(id).await?;
     Ok(())
 }
 
 pub(crate) async fn trigger(
-    m: &ScheduleManager,
+    schedules: &ScheduleManager,
     req: pb::TriggerTaskScheduleRequest,
 ) -> ApiResult<pb::SubmitTaskResponse> {
     let id = conv::schedule_id(req.id.as_ref(), "id")?;
-    let ids = m.trigger(id).await?;
+    let ids = schedules.trigger(id).await?;
     Ok(pb::SubmitTaskResponse {
         task_ids: ids.into_iter().map(pb_uuid).collect(),
     })
 }
 
 pub(crate) async fn add_scope(
-    m: &ScheduleManager,
+    schedules: &ScheduleManager,
     req: pb::AddTaskScheduleScopeRequest,
 ) -> ApiResult<pb::AddTaskScheduleScopeResponse> {
     let id = conv::schedule_id(req.schedule_id.as_ref(), "schedule_id")?;
     let target = conv::scope_target(req.target_spec.as_ref(), "target_spec")?;
-    let scopes = m.add_scopes(id, &target).await?;
+    let scopes = schedules.add_scopes(id, &target).await?;
     Ok(pb::AddTaskScheduleScopeResponse {
         scopes: scopes.iter().map(conv::pb_scope).collect(),
     })
 }
 
 pub(crate) async fn remove_scope(
-    m: &ScheduleManager,
+    schedules: &ScheduleManager,
     req: pb::RemoveTaskScheduleScopeRequest,
 ) -> ApiResult<()> {
     let id = conv::schedule_id(req.scope_id.as_ref(), "scope_id")?;
-    m.remove_scope(id).await?;
+    schedules.remove_scope(id).await?;
     Ok(())
 }
 
 pub(crate) async fn update_scope(
-    m: &ScheduleManager,
+    schedules: &ScheduleManager,
     req: pb::UpdateTaskScheduleScopeRequest,
 ) -> ApiResult<pb::UpdateTaskScheduleScopeResponse> {
     let id = conv::schedule_id(req.schedule_id.as_ref(), "schedule_id")?;
     let target = conv::scope_target(req.desired_scope.as_ref(), "desired_scope")?;
-    let done = m.update_scopes(id, &target).await?;
+    let done = schedules.update_scopes(id, &target).await?;
     Ok(pb::UpdateTaskScheduleScopeResponse {
         scopes: done.scopes.iter().map(conv::pb_scope).collect(),
         added: wire_count(done.added),
@@ -129,22 +129,24 @@ pub(crate) async fn update_scope(
 }
 
 pub(crate) async fn list_scopes(
-    m: &ScheduleManager,
+    schedules: &ScheduleManager,
     req: pb::ListTaskScheduleScopesRequest,
 ) -> ApiResult<pb::ListTaskScheduleScopesResponse> {
     let id = conv::schedule_id(req.schedule_id.as_ref(), "schedule_id")?;
-    let scopes = m.scopes(id).await?;
+    let scopes = schedules.scopes(id).await?;
     Ok(pb::ListTaskScheduleScopesResponse {
         scopes: scopes.iter().map(conv::pb_scope).collect(),
     })
 }
 
 pub(crate) async fn check_conflicts(
-    m: &ScheduleManager,
+    schedules: &ScheduleManager,
     req: pb::CheckScheduleConflictsRequest,
 ) -> ApiResult<pb::CheckScheduleConflictsResponse> {
     let (template, target, exclude) = conv::conflicts_query(&req)?;
-    let conflicts = m.check_conflicts(&template, &target, exclude).await?;
+    let conflicts = schedules
+        .check_conflicts(&template, &target, exclude)
+        .await?;
     Ok(pb::CheckScheduleConflictsResponse {
         conflicts: conflicts.iter().map(conv::pb_schedule).collect(),
     })
