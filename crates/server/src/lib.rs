@@ -210,7 +210,7 @@ pub async fn serve_with_fleet(
     health_reporter
         .set_not_serving::<FlowExtensionsServer<flow::FlowService>>()
         .await;
-    watches.wait_stopped().await;
+    watches.stop().await;
     dispatcher_stop.cancel();
     if let Some(handle) = dispatcher_loop {
         let _ = handle.await;

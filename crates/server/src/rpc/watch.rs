@@ -46,8 +46,10 @@ impl Watches {
         }
     }
 
-    /// Waits until every watch loop has ended (after `stop` fired).
-    pub(crate) async fn wait_stopped(&self) {
+    /// Ends every watch loop (if the shutdown token has not already) and
+    /// waits until they have returned.
+    pub(crate) async fn stop(&self) {
+        self.stop.cancel();
         self.tracker.close();
         self.tracker.wait().await;
     }
