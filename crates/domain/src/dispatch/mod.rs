@@ -17,6 +17,7 @@
 //! parameter, so that one attempt decides with one instant and the engine's
 //! transaction writes exactly what these functions computed.
 
+mod attempt;
 mod backoff;
 mod claim;
 mod control;
@@ -28,6 +29,7 @@ mod reconcile;
 #[cfg(test)]
 mod test_support;
 
+pub use attempt::*;
 pub use backoff::*;
 pub use claim::*;
 pub use control::*;
