@@ -24,18 +24,17 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use rackflow_domain::dispatch::{
-    self, ControlError, Decision, PhaseSummary, Runtime, SubmitEffect, SubmitResult,
+    self, AttemptPlan, ChildSubmission, ControlError, Decision, PhaseSummary, SubmitEffect,
+    SubmitResult,
 };
-use rackflow_domain::run::{OperationRun, OperationRunTarget, RunStatus};
-use rackflow_domain::target::{ComponentTarget, TargetSpec};
-use rackflow_domain::task::{TaskInformation, TaskType};
+use rackflow_domain::run::{OperationRun, RunStatus};
 use rackflow_store::{LockMode, RunLock, Store, StoreError};
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::EngineError;
-use crate::tasks::{SubmitRequest, TaskError, TaskEvent, TaskManager, queue_policy};
+use crate::tasks::{TaskError, TaskEvent, TaskManager};
 
 /// Dispatcher tunables; defaults are the reference's (documented in
 /// `docs/configuration.md`).
@@ -70,16 +69,10 @@ impl Default for DispatcherConfig {
 /// run's refill does not wait behind nineteen others.
 const CONCURRENT_RUNS: usize = 8;
 
-/// A claimed target's child request, built inside the transaction and
-/// submitted after the commit.
-struct Claimed {
-    target: OperationRunTarget,
-    request: SubmitRequest,
-}
-
 /// What one attempt left to do after its commit.
 struct Attempt {
-    claimed: Vec<Claimed>,
+    /// Claimed targets' child tasks, submitted after the commit.
+    claimed: Vec<ChildSubmission>,
     /// The attempt moved the run to its next phase (decision #9), whose
     /// targets only the next pass locks and claims.
     advanced: bool,
@@ -391,89 +384,35 @@ impl Dispatcher {
         }
     }
 
-    /// One locked transaction; `None` when the run was not obtained.
+    /// One locked transaction: load the run, let the domain plan the
+    /// attempt ([`dispatch::attempt`]), write what it planned. `None` when
+    /// the run was not obtained.
     async fn attempt(&self, id: Uuid, now: DateTime<Utc>) -> Result<Option<Attempt>, EngineError> {
         let lease = self.config.claim_lease;
-        let mut claimed: Vec<Claimed> = Vec::new();
-        let mut advanced = false;
-        let mut due = None;
-        let mut conflict_policy = Default::default();
+        let mut planned: Option<AttemptPlan> = None;
         let mut apply = |lock: &mut RunLock| -> Result<(), StoreError> {
-            claimed.clear();
-            conflict_policy = lock.run.configuration.options.conflict_policy.clone();
-            for target in lock.targets.iter_mut() {
-                if !dispatch::needs_reconcile(target) {
-                    continue;
-                }
-                let Some(task_id) = target.task_id else {
-                    continue;
-                };
-                let Some((status, message)) = lock.task_states.get(&task_id) else {
-                    // The task row is gone (never expected: tasks are not
-                    // deleted); leave the target for the claim lease.
-                    continue;
-                };
-                dispatch::reconcile_target(target, *status, message);
-            }
-            let summary =
-                PhaseSummary::for_run(&lock.run, &lock.targets, lock.settled, lock.earlier);
-            let runtime = Runtime::from_options(&lock.run.configuration.options);
-            let decision = dispatch::decide(&lock.run, &summary, runtime, now);
-            decision.apply(&mut lock.run, now);
-            if let Decision::Claim {
-                max_concurrent_targets,
-            } = decision
-            {
-                let run = lock.run.clone();
-                let outcome = dispatch::claim_targets(
-                    &mut lock.targets,
-                    max_concurrent_targets,
-                    now,
-                    lease,
-                    |target| child_request(&run, target),
-                );
-                if let Some(message) = &outcome.run_message {
-                    lock.run.status_message = message.clone();
-                }
-                for (i, request) in outcome.claimed {
-                    claimed.push(Claimed {
-                        target: lock.targets[i].clone(),
-                        request,
-                    });
-                }
-            }
-            advanced = matches!(decision, Decision::AdvancePhase { .. });
-            // Targets claimed just now are left out: their submission
-            // decides what they wait for.
-            due = matches!(lock.run.status, RunStatus::Pending | RunStatus::Running)
-                .then(|| {
-                    let waiting: Vec<OperationRunTarget> = lock
-                        .targets
-                        .iter()
-                        .filter(|t| !claimed.iter().any(|c| c.target.id == t.id))
-                        .cloned()
-                        .collect();
-                    dispatch::next_due(
-                        &waiting,
-                        &lock.run.configuration.options.conflict_policy,
-                        now,
-                    )
-                })
-                .flatten();
-            if !matches!(decision, Decision::NoOp | Decision::Claim { .. }) {
-                tracing::info!(run_id = %lock.run.id, status = %lock.run.status, reason = %lock.run.reason, message = %lock.run.status_message, "operation run transition");
-            }
+            let plan = dispatch::attempt(lock, now, lease);
+            lock.run.clone_from(&plan.run);
+            lock.targets.clone_from(&plan.targets);
+            planned = Some(plan);
             Ok(())
         };
         let obtained = self
             .store
             .run_lock_apply(id, LockMode::Runnable, &mut apply)
             .await?;
-        Ok(obtained.map(|()| Attempt {
-            claimed,
-            advanced,
-            due,
-            conflict_policy,
+        let Some(plan) = obtained.and(planned) else {
+            return Ok(None);
+        };
+        if plan.is_transition() {
+            tracing::info!(run_id = %plan.run.id, status = %plan.run.status, reason = %plan.run.reason, message = %plan.run.status_message, "operation run transition");
+        }
+        tracing::debug!(run_id = %plan.run.id, claimed = plan.submissions.len(), waiting_on = ?plan.waiting_on, "dispatcher attempt");
+        Ok(Some(Attempt {
+            advanced: matches!(plan.decision, Decision::AdvancePhase { .. }),
+            due: plan.next_due,
+            conflict_policy: plan.run.configuration.options.conflict_policy,
+            claimed: plan.submissions,
         }))
     }
 
@@ -482,7 +421,7 @@ impl Dispatcher {
     async fn submit_claimed(
         &self,
         run_id: Uuid,
-        claimed: Vec<Claimed>,
+        claimed: Vec<ChildSubmission>,
         policy: &rackflow_domain::run::ConflictPolicy,
     ) -> bool {
         let mut freed = false;
@@ -492,9 +431,9 @@ impl Dispatcher {
         // another (in a wave of N freed slots the last target otherwise
         // waits for N-1 submissions). Results are applied in claim order.
         let mut submissions = tokio::task::JoinSet::new();
-        for (index, Claimed { target, request }) in claimed.into_iter().enumerate() {
+        for (index, ChildSubmission { target, request }) in claimed.into_iter().enumerate() {
             let tasks = Arc::clone(&self.tasks);
-            submissions.spawn(async move { (index, target, tasks.submit(request).await) });
+            submissions.spawn(async move { (index, target, tasks.submit(request.into()).await) });
         }
         let mut results = Vec::new();
         while let Some(joined) = submissions.join_next().await {
@@ -733,45 +672,4 @@ impl Dispatcher {
         self.wake();
         Ok(run)
     }
-}
-
-/// The child task request of one target (§3.7): component targets by UUID
-/// from the frozen set, REJECT always, idempotency key per target.
-fn child_request(run: &OperationRun, target: &OperationRunTarget) -> Result<SubmitRequest, String> {
-    let template = &run.configuration.operation;
-    let mut components = Vec::new();
-    for (_, ids) in target.components_by_type.iter() {
-        let mut ids = ids.to_vec();
-        ids.sort();
-        ids.dedup();
-        components.extend(ids.into_iter().map(ComponentTarget::Id));
-    }
-    if components.is_empty() {
-        return Err(format!(
-            "operation run target {} has no components",
-            target.id
-        ));
-    }
-    let description = if template.description.is_empty() {
-        match &template.payload.target_version {
-            Some(v) => format!("firmware upgrade, target version {v}"),
-            None => "firmware upgrade".to_string(),
-        }
-    } else {
-        template.description.clone()
-    };
-    Ok(SubmitRequest {
-        task_type: TaskType::FirmwareControl,
-        information: TaskInformation {
-            code: template.code.clone(),
-            override_readiness_check: template.payload.override_readiness_check,
-            firmware: Some(template.payload.clone()),
-        },
-        description,
-        target: TargetSpec::Components(components),
-        queue: queue_policy(rackflow_domain::run::QueueStrategy::Reject, 0),
-        rule_id: template.payload.rule_id,
-        idempotency_key: Some(format!("operation-run-target:{}", target.id)),
-        required_rack_id: Some(target.rack_id),
-    })
 }

@@ -28,7 +28,8 @@ use rackflow_domain::task::{
 };
 use rackflow_domain::{ComponentType, ComponentsByType};
 use rackflow_store::{
-    Store, StoreError, SubmitDecision, SubmitOutcome, TaskStart, TaskTransition, TaskUpdate,
+    Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject, TaskStart, TaskTransition,
+    TaskUpdate,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -71,6 +72,22 @@ pub struct SubmitRequest {
     pub idempotency_key: Option<String>,
     /// When set, the target must resolve to exactly this rack.
     pub required_rack_id: Option<Uuid>,
+}
+
+impl From<rackflow_domain::dispatch::ChildRequest> for SubmitRequest {
+    /// An operation run target's child task (§3.7).
+    fn from(child: rackflow_domain::dispatch::ChildRequest) -> SubmitRequest {
+        SubmitRequest {
+            task_type: child.task_type,
+            information: child.information,
+            description: child.description,
+            target: child.target,
+            queue: child.queue,
+            rule_id: child.rule_id,
+            idempotency_key: Some(child.idempotency_key),
+            required_rack_id: Some(child.required_rack_id),
+        }
+    }
 }
 
 /// Why a task operation failed. The server maps these to gRPC codes.
@@ -352,9 +369,9 @@ impl TaskManager {
                     queue_expires_at: Some(expires_at),
                     start: None,
                 },
-                Submission::RejectConflict => SubmitDecision::Reject("conflict".into()),
+                Submission::RejectConflict => SubmitDecision::Reject(SubmitReject::RackConflict),
                 Submission::RejectQueueFull { waiting } => {
-                    SubmitDecision::Reject(format!("queue-full:{waiting}"))
+                    SubmitDecision::Reject(SubmitReject::QueueFull { waiting })
                 }
             }
         };
@@ -369,10 +386,12 @@ impl TaskManager {
         }
         match submitted? {
             SubmitOutcome::Existing(existing) => Ok(existing.id),
-            SubmitOutcome::Rejected(reason) => Err(match reason.strip_prefix("queue-full:") {
-                Some(n) => TaskError::QueueFull(n.parse().unwrap_or(0)),
-                None => TaskError::RackConflict(rack_id),
-            }),
+            SubmitOutcome::Rejected(SubmitReject::QueueFull { waiting }) => {
+                Err(TaskError::QueueFull(waiting))
+            }
+            SubmitOutcome::Rejected(SubmitReject::RackConflict) => {
+                Err(TaskError::RackConflict(rack_id))
+            }
             SubmitOutcome::Inserted(stored) => {
                 tracing::info!(task_id = %stored.id, rack_id = %rack_id, operation = %stored.operation(), status = %stored.status, "task submitted");
                 self.emit(&stored);

@@ -198,9 +198,9 @@ pub(crate) async fn task_submit<'d, B: Backend>(
 
     let unfinished = unfinished_of_rack(&mut tx, task.rack_id).await?;
     let (status, message, queue_expires_at, start) = match decide(&unfinished) {
-        SubmitDecision::Reject(text) => {
+        SubmitDecision::Reject(reason) => {
             tx.rollback().await?;
-            return Ok(SubmitOutcome::Rejected(text));
+            return Ok(SubmitOutcome::Rejected(reason));
         }
         SubmitDecision::Insert {
             status,

@@ -412,11 +412,7 @@ mod tests {
     /// The attempt as the engine ordered it by hand before this module
     /// existed (reconcile, summary, decide, apply, claim, next_due): the
     /// reference the pure step must reproduce exactly.
-    fn reference(
-        lock: &LockedRun,
-        now: DateTime<Utc>,
-        lease: Duration,
-    ) -> ReferenceOutcome {
+    fn reference(lock: &LockedRun, now: DateTime<Utc>, lease: Duration) -> ReferenceOutcome {
         let mut lock = lock.clone();
         let mut claimed: Vec<(OperationRunTarget, ChildRequest)> = Vec::new();
         for target in lock.targets.iter_mut() {
