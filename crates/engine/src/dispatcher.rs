@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
 use rackflow_domain::dispatch::{
     self, AttemptPlan, ChildSubmission, ControlError, Decision, PhaseSummary, SubmitEffect,
     SubmitResult,
@@ -30,9 +31,9 @@ use rackflow_domain::dispatch::{
 use rackflow_domain::run::{OperationRun, RunStatus};
 use rackflow_store::{LockMode, RunLock, Store, StoreError};
 use tokio::sync::{Notify, broadcast};
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::background::Background;
 use crate::error::EngineError;
 use crate::tasks::{TaskError, TaskEvent, TaskManager};
 
@@ -94,19 +95,22 @@ pub struct Dispatcher {
     changes: broadcast::Sender<Uuid>,
     /// Child task → its run, for the tasks this process submitted: a
     /// finished child wakes its own run at once instead of a whole pass.
-    run_of_task: std::sync::Mutex<HashMap<Uuid, Uuid>>,
+    run_of_task: Mutex<HashMap<Uuid, Uuid>>,
     /// Runs being dispatched right now, and whether another request came in
     /// meanwhile (then the run is dispatched once more when it is done).
-    busy: std::sync::Mutex<HashMap<Uuid, bool>>,
+    busy: Mutex<HashMap<Uuid, bool>>,
     /// Bounds how many runs are dispatched at once.
     slots: tokio::sync::Semaphore,
+    /// The loop, runs dispatched from task events, and cancellations of
+    /// child tasks; [`Dispatcher::shutdown`] waits for all of them.
+    background: Background,
     /// The earliest backoff end, conflict timeout or lease expiry an attempt
     /// saw: the loop sleeps no longer than that (D2).
-    next_due: std::sync::Mutex<Option<DateTime<Utc>>>,
+    next_due: Mutex<Option<DateTime<Utc>>>,
     /// `next_due` moved earlier: the loop recomputes its sleep.
     due_changed: Notify,
     /// Runs asked for by id ([`Dispatcher::wake_run`]); the loop drains it.
-    requested: std::sync::Mutex<Vec<Uuid>>,
+    requested: Mutex<Vec<Uuid>>,
     run_requested: Notify,
 }
 
@@ -123,12 +127,13 @@ impl Dispatcher {
             config,
             wake: Notify::new(),
             changes,
-            run_of_task: std::sync::Mutex::new(HashMap::new()),
-            busy: std::sync::Mutex::new(HashMap::new()),
+            run_of_task: Mutex::new(HashMap::new()),
+            busy: Mutex::new(HashMap::new()),
             slots: tokio::sync::Semaphore::new(CONCURRENT_RUNS),
-            next_due: std::sync::Mutex::new(None),
+            background: Background::new("dispatcher"),
+            next_due: Mutex::new(None),
             due_changed: Notify::new(),
-            requested: std::sync::Mutex::new(Vec::new()),
+            requested: Mutex::new(Vec::new()),
             run_requested: Notify::new(),
         })
     }
@@ -144,9 +149,7 @@ impl Dispatcher {
     /// (10 s) once the others were dispatching themselves from their child
     /// tasks' events.
     pub fn wake_run(&self, id: Uuid) {
-        if let Ok(mut requested) = self.requested.lock() {
-            requested.push(id);
-        }
+        self.requested.lock().push(id);
         self.run_requested.notify_one();
     }
 
@@ -162,9 +165,8 @@ impl Dispatcher {
     /// Records a future instant at which a pass must run.
     fn due_at(&self, at: Option<DateTime<Utc>>) {
         let Some(at) = at else { return };
-        if let Ok(mut due) = self.next_due.lock()
-            && due.is_none_or(|d| at < d)
-        {
+        let mut due = self.next_due.lock();
+        if due.is_none_or(|d| at < d) {
             *due = Some(at);
             // The loop may be asleep with a longer timeout.
             self.due_changed.notify_one();
@@ -177,7 +179,7 @@ impl Dispatcher {
     /// short its backoff, and a conflict timeout was noticed that late.
     fn sleep_for(&self) -> Duration {
         let poll = self.config.poll_interval;
-        let due = self.next_due.lock().ok().and_then(|d| *d);
+        let due = *self.next_due.lock();
         match due.map(|at| (at - Utc::now()).to_std()) {
             // A little slack so that the pass sees the instant as passed.
             Some(Ok(left)) => poll.min(left + Duration::from_millis(5)),
@@ -189,18 +191,18 @@ impl Dispatcher {
     /// Forgets a due instant that has passed (the pass about to run
     /// records the next ones).
     fn clear_passed_due(&self) {
-        if let Ok(mut due) = self.next_due.lock()
-            && due.is_some_and(|d| d <= Utc::now())
-        {
+        let mut due = self.next_due.lock();
+        if due.is_some_and(|d| d <= Utc::now()) {
             *due = None;
         }
     }
 
-    /// Runs the loop until `shutdown`; returns its join handle.
-    pub fn spawn(self: &Arc<Self>, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+    /// Starts the loop; [`Dispatcher::shutdown`] stops it.
+    pub fn spawn(self: &Arc<Self>) {
         let dispatcher = Arc::clone(self);
         let mut task_events = self.tasks.subscribe();
-        tokio::spawn(async move {
+        let shutdown = self.background.token().clone();
+        self.background.spawn("dispatcher loop", async move {
             let mut full_pass = true;
             loop {
                 if full_pass {
@@ -212,11 +214,7 @@ impl Dispatcher {
                     () = dispatcher.wake.notified() => {}
                     () = dispatcher.due_changed.notified() => full_pass = false,
                     () = dispatcher.run_requested.notified() => {
-                        let requested = dispatcher
-                            .requested
-                            .lock()
-                            .map(|mut r| std::mem::take(&mut *r))
-                            .unwrap_or_default();
+                        let requested = std::mem::take(&mut *dispatcher.requested.lock());
                         for id in requested {
                             dispatcher.dispatch_soon(id);
                         }
@@ -258,24 +256,22 @@ impl Dispatcher {
                     () = tokio::time::sleep(dispatcher.sleep_for()) => dispatcher.clear_passed_due(),
                 }
             }
-            // Runs dispatched from task events run outside this loop; a
-            // graceful stop must wait for them, or a submission finishing
-            // after the task manager stopped leaves a task `running` that no
-            // executor runs (or a claim only its lease recovers). Taking
-            // every slot waits for them (the semaphore is fair); forgetting
-            // the permits keeps any later one from starting.
-            if let Ok(all) = u32::try_from(CONCURRENT_RUNS)
-                && let Ok(permits) = dispatcher.slots.acquire_many(all).await
-            {
-                permits.forget();
-            }
-            tracing::debug!("dispatcher stopped");
-        })
+            tracing::debug!("dispatcher loop stopped");
+        });
+    }
+
+    /// Stops the loop and waits for the runs being dispatched from task
+    /// events (they run outside the loop): a submission finishing after the
+    /// task manager stopped would leave a task `running` that no executor
+    /// runs (or a claim only its lease recovers). No new dispatch starts
+    /// once this is called.
+    pub async fn shutdown(&self) {
+        self.background.shutdown().await;
     }
 
     /// The run a child task belongs to; forgets finished children.
     fn run_for_task(&self, task_id: Uuid, finished: bool) -> Option<Uuid> {
-        let mut map = self.run_of_task.lock().ok()?;
+        let mut map = self.run_of_task.lock();
         if finished {
             map.remove(&task_id)
         } else {
@@ -287,9 +283,7 @@ impl Dispatcher {
     /// right now, once more after that.
     fn dispatch_soon(self: &Arc<Self>, id: Uuid) {
         {
-            let Ok(mut busy) = self.busy.lock() else {
-                return;
-            };
+            let mut busy = self.busy.lock();
             if let Some(again) = busy.get_mut(&id) {
                 *again = true;
                 return;
@@ -297,17 +291,19 @@ impl Dispatcher {
             busy.insert(id, false);
         }
         let dispatcher = Arc::clone(self);
-        tokio::spawn(async move {
+        let started = self.background.spawn("dispatch run", async move {
             loop {
+                if dispatcher.background.is_stopping() {
+                    dispatcher.busy.lock().remove(&id);
+                    return;
+                }
                 {
                     let _slot = dispatcher.slots.acquire().await;
                     if let Err(e) = dispatcher.dispatch_run(id).await {
                         tracing::warn!(run_id = %id, error = %e, "dispatch operation run {id}: {e}");
                     }
                 }
-                let Ok(mut busy) = dispatcher.busy.lock() else {
-                    return;
-                };
+                let mut busy = dispatcher.busy.lock();
                 match busy.get_mut(&id) {
                     Some(again) if *again => *again = false,
                     _ => {
@@ -317,6 +313,9 @@ impl Dispatcher {
                 }
             }
         });
+        if started.is_none() {
+            self.busy.lock().remove(&id);
+        }
     }
 
     /// One pass over up to `batch` runnable runs, dispatched concurrently;
@@ -474,9 +473,7 @@ impl Dispatcher {
             match &effect {
                 SubmitEffect::Active(task_id) => {
                     started.push(*task_id);
-                    if let Ok(mut map) = self.run_of_task.lock() {
-                        map.insert(*task_id, run_id);
-                    }
+                    self.run_of_task.lock().insert(*task_id, run_id);
                     tracing::info!(run_id = %run_id, target_id = %target.id, task_id = %task_id, "operation run target submitted");
                 }
                 SubmitEffect::Blocked(outcome) => {
@@ -663,12 +660,19 @@ impl Dispatcher {
             }
         };
         // Detached from the caller's cancellation, bounded by the budget.
-        let handle = tokio::spawn(async move {
+        let bounded = async move {
             if tokio::time::timeout(budget, cancel_children).await.is_err() {
                 tracing::warn!(run_id = %id, "cancelling child tasks ran out of its budget");
             }
-        });
-        let _ = handle.await;
+        };
+        match self.background.spawn("cancel child tasks", bounded) {
+            Some(handle) => {
+                let _ = handle.await;
+            }
+            // Shutting down: the children stop with the task manager and
+            // the run is cancelled already.
+            None => tracing::warn!(run_id = %id, "child tasks not cancelled: shutting down"),
+        }
         self.wake();
         Ok(run)
     }

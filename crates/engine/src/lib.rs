@@ -4,7 +4,9 @@
 //!
 //! The engine never parses wire messages; the server converts them first.
 
+pub mod background;
 pub mod dispatcher;
+mod engine;
 pub mod error;
 pub mod executor;
 pub mod manager;
@@ -14,4 +16,6 @@ pub mod schedules;
 pub mod sim;
 pub mod tasks;
 
+pub use background::Background;
+pub use engine::Engine;
 pub use error::EngineError;

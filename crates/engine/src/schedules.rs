@@ -36,10 +36,9 @@ use rackflow_domain::schedule::{
 use rackflow_domain::target::{ComponentFilter, TargetSpec};
 use rackflow_store::{ScheduleFilter, ScheduleLock, Store, StoreError};
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::background::Background;
 use crate::error::LookupKind;
 use crate::resolve;
 use crate::tasks::{SubmitRequest, TaskError, TaskManager, queue_policy};
@@ -174,6 +173,8 @@ pub struct ScheduleManager {
     config: ScheduleConfig,
     clock: Arc<dyn Clock>,
     wake: Notify,
+    /// The dispatcher loop.
+    background: Background,
 }
 
 fn not_found(id: Uuid) -> ScheduleError {
@@ -199,6 +200,7 @@ impl ScheduleManager {
             config,
             clock,
             wake: Notify::new(),
+            background: Background::new("schedule dispatcher"),
         })
     }
 
@@ -669,36 +671,43 @@ impl ScheduleManager {
 
     // ---- the dispatcher -----------------------------------------------------------
 
-    /// Starts the loop; it stops when `stop` fires.
-    pub fn spawn(self: &Arc<Self>, stop: CancellationToken) -> JoinHandle<()> {
+    /// Starts the loop; [`ScheduleManager::shutdown`] stops it.
+    pub fn spawn(self: &Arc<Self>) {
         let me = self.clone();
-        tokio::spawn(async move {
-            tracing::info!(
-                poll_ms = me.config.poll_interval.as_millis() as u64,
-                batch = me.config.batch,
-                "schedule dispatcher started"
-            );
-            loop {
-                let full = match me.tick().await {
-                    Ok(claimed) => claimed >= usize::try_from(me.config.batch).unwrap_or(0),
-                    Err(e) => {
-                        tracing::error!(error = %e, "schedule dispatcher pass failed");
-                        false
+        let stop = self.background.token().clone();
+        self.background
+            .spawn("schedule dispatcher loop", async move {
+                tracing::info!(
+                    poll_ms = me.config.poll_interval.as_millis() as u64,
+                    batch = me.config.batch,
+                    "schedule dispatcher started"
+                );
+                loop {
+                    let full = match me.tick().await {
+                        Ok(claimed) => claimed >= usize::try_from(me.config.batch).unwrap_or(0),
+                        Err(e) => {
+                            tracing::error!(error = %e, "schedule dispatcher pass failed");
+                            false
+                        }
+                    };
+                    let wait = if full {
+                        Duration::ZERO
+                    } else {
+                        me.sleep_for().await
+                    };
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = me.wake.notified() => {}
+                        () = tokio::time::sleep(wait) => {}
                     }
-                };
-                let wait = if full {
-                    Duration::ZERO
-                } else {
-                    me.sleep_for().await
-                };
-                tokio::select! {
-                    () = stop.cancelled() => break,
-                    () = me.wake.notified() => {}
-                    () = tokio::time::sleep(wait) => {}
                 }
-            }
-            tracing::info!("schedule dispatcher stopped");
-        })
+                tracing::info!("schedule dispatcher stopped");
+            });
+    }
+
+    /// Stops the loop and waits for its pass in flight.
+    pub async fn shutdown(&self) {
+        self.background.shutdown().await;
     }
 
     /// Until the earliest next run, at most the poll interval.

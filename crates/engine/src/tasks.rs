@@ -13,10 +13,11 @@
 //! executors without touching task rows, so they resume the same way.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use parking_lot::Mutex;
 use rackflow_domain::conflict::{self, Promotion, PromotionInput, Submission, TaskShape};
 use rackflow_domain::planner;
 use rackflow_domain::report::Report;
@@ -33,9 +34,9 @@ use rackflow_store::{
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
+use crate::background::Background;
 use crate::error::LookupKind;
 use crate::executor::{LocalExecutor, ReportSink, TaskJob, TaskOutcome};
 use crate::manager::{ComponentRef, ManagerRegistry};
@@ -130,9 +131,9 @@ pub struct TaskManager {
     config: TaskConfig,
     /// Per running task: the token a user cancel fires.
     running: Mutex<HashMap<Uuid, CancellationToken>>,
-    /// Stops every executor without touching task rows (shutdown).
-    shutdown: CancellationToken,
-    tracker: TaskTracker,
+    /// The promoter, every executor and their report writers. Its token
+    /// stops every executor without touching task rows (shutdown).
+    background: Background,
     promote_tx: mpsc::Sender<Uuid>,
     promote_rx: Mutex<Option<mpsc::Receiver<Uuid>>>,
     events: broadcast::Sender<TaskEvent>,
@@ -144,7 +145,6 @@ impl TaskManager {
         executor: Arc<LocalExecutor>,
         registry: Arc<ManagerRegistry>,
         config: TaskConfig,
-        shutdown: CancellationToken,
     ) -> Arc<TaskManager> {
         // Notifications beyond the buffer are dropped; the sweep catches up.
         let (promote_tx, promote_rx) = mpsc::channel(256);
@@ -155,8 +155,7 @@ impl TaskManager {
             registry,
             config,
             running: Mutex::new(HashMap::new()),
-            shutdown,
-            tracker: TaskTracker::new(),
+            background: Background::new("task manager"),
             promote_tx,
             promote_rx: Mutex::new(Some(promote_rx)),
             events,
@@ -499,31 +498,32 @@ impl TaskManager {
 
     /// The token a user cancel of task `id` fires; created on first use.
     fn cancel_token(&self, id: Uuid) -> CancellationToken {
-        match self.running.lock() {
-            Ok(mut running) => running
-                .entry(id)
-                .or_insert_with(|| self.shutdown.child_token())
-                .clone(),
-            Err(_) => self.shutdown.child_token(),
-        }
+        self.running
+            .lock()
+            .entry(id)
+            .or_insert_with(|| self.background.token().child_token())
+            .clone()
     }
 
     fn forget_cancel_token(&self, id: Uuid) {
-        if let Ok(mut running) = self.running.lock() {
-            running.remove(&id);
-        }
+        self.running.lock().remove(&id);
     }
 
     fn spawn_run(self: &Arc<Self>, task: Task, resume_from: Option<Report>) {
         let user_cancel = self.cancel_token(task.id);
         let manager = Arc::clone(self);
-        self.tracker.spawn(async move {
+        let task_id = task.id;
+        let run = self.background.spawn("task run", async move {
             let (outcome, last_report) = manager
                 .execute(&task, resume_from, user_cancel.clone())
                 .await;
             manager.forget_cancel_token(task.id);
             manager.finish(&task, outcome, last_report).await;
         });
+        if run.is_none() {
+            self.forget_cancel_token(task_id);
+            tracing::info!(task_id = %task_id, "task not started: shutting down; it resumes on the next start");
+        }
     }
 
     /// Runs the task; returns the outcome and the newest report snapshot
@@ -537,7 +537,8 @@ impl TaskManager {
     ) -> (Result<TaskOutcome, TaskError>, Option<serde_json::Value>) {
         match self.prepare(task, resume_from).await {
             Ok(Ok(job)) => {
-                let (sink, writer) = StoreSink::start(Arc::clone(&self.store), task.id);
+                let (sink, writer) =
+                    StoreSink::start(Arc::clone(&self.store), task.id, &self.background);
                 let outcome = self.executor.run(job, sink.clone(), cancel).await;
                 let last_report = sink.finish(writer).await;
                 (Ok(outcome), last_report)
@@ -617,7 +618,7 @@ impl TaskManager {
                 if let Some(report) = last_report {
                     persist_report(self.store.as_ref(), task.id, report).await;
                 }
-                if self.shutdown.is_cancelled() {
+                if self.background.is_stopping() {
                     tracing::info!(task_id = %task.id, "task interrupted by shutdown; it resumes on the next start");
                 }
                 self.notify_rack(task.rack_id);
@@ -689,7 +690,8 @@ impl TaskManager {
             ..Default::default()
         };
         let updated = self.store.task_update(id, &update).await?;
-        if let Some(token) = self.running.lock().ok().and_then(|r| r.get(&id).cloned()) {
+        let token = self.running.lock().get(&id).cloned();
+        if let Some(token) = token {
             token.cancel();
         }
         let current = match updated {
@@ -782,12 +784,12 @@ impl TaskManager {
     /// Runs the promoter until shutdown: on every finished task of a rack,
     /// and a full sweep every `promoter_sweep`.
     pub fn spawn_promoter(self: &Arc<Self>) {
-        let Some(mut rx) = self.promote_rx.lock().ok().and_then(|mut r| r.take()) else {
+        let Some(mut rx) = self.promote_rx.lock().take() else {
             return;
         };
         let manager = Arc::clone(self);
-        let shutdown = self.shutdown.clone();
-        self.tracker.spawn(async move {
+        let shutdown = self.background.token().clone();
+        self.background.spawn("promoter", async move {
             let mut tick = tokio::time::interval(manager.config.promoter_sweep);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -843,11 +845,10 @@ impl TaskManager {
         Ok(count)
     }
 
-    /// Waits for the promoter and every executor to stop (after the shutdown
-    /// token passed to [`TaskManager::new`] fired).
-    pub async fn wait_stopped(&self) {
-        self.tracker.close();
-        self.tracker.wait().await;
+    /// Stops the promoter and every executor (task rows are left as they
+    /// are, so the next start resumes them) and waits for them.
+    pub async fn shutdown(&self) {
+        self.background.shutdown().await;
     }
 }
 
@@ -887,14 +888,17 @@ impl StoreSink {
     fn start(
         store: Arc<dyn Store>,
         task_id: Uuid,
+        background: &Background,
     ) -> (
         Arc<StoreSink>,
-        tokio::task::JoinHandle<Option<serde_json::Value>>,
+        Option<tokio::task::JoinHandle<Option<serde_json::Value>>>,
     ) {
         let (latest, mut rx) = tokio::sync::watch::channel(None::<serde_json::Value>);
         let stop = CancellationToken::new();
         let stopped = stop.clone();
-        let writer = tokio::spawn(async move {
+        // No writer once shutdown started: the outcome write then carries
+        // the last snapshot (`finish`).
+        let writer = background.spawn("report writer", async move {
             loop {
                 tokio::select! {
                     // Stop wins over a pending change: the caller writes that
@@ -934,9 +938,12 @@ impl StoreSink {
     /// guards against a stuck database write.
     async fn finish(
         &self,
-        writer: tokio::task::JoinHandle<Option<serde_json::Value>>,
+        writer: Option<tokio::task::JoinHandle<Option<serde_json::Value>>>,
     ) -> Option<serde_json::Value> {
         self.stop.cancel();
+        let Some(writer) = writer else {
+            return self.latest.borrow().clone();
+        };
         match tokio::time::timeout(Duration::from_secs(10), writer).await {
             Ok(Ok(pending)) => pending,
             Ok(Err(e)) => {
