@@ -3,10 +3,12 @@
 //!
 //! One pass takes up to `batch` runnable runs, oldest `updated_at` first (a
 //! processed run moves to the back, which keeps many concurrent runs fair).
-//! Each run gets up to two attempts: one transaction that locks the run and
-//! its current-phase targets, reconciles child tasks, decides (pure domain
-//! code), claims within the quota and commits; then, after the commit, the
-//! claimed targets' child tasks are submitted and each target row written.
+//! Each run gets up to two attempts: one transaction that loads the locked
+//! run and its unsettled current-phase targets, hands them to the domain's
+//! [`dispatch::attempt`] (reconcile, decide, claim: pure code), writes the
+//! plan it returns and commits; then, after the commit, each claimed
+//! target's child task is submitted, inserted in one transaction with the
+//! target's new state (a conflict or an error writes the target after).
 //! A claimed target whose submission was lost (crash) keeps its lease and
 //! is re-claimed once it expires; the idempotency key
 //! `operation-run-target:<id>` makes the re-submission return the same task.
@@ -432,7 +434,10 @@ impl Dispatcher {
         let mut submissions = tokio::task::JoinSet::new();
         for (index, ChildSubmission { target, request }) in claimed.into_iter().enumerate() {
             let tasks = Arc::clone(&self.tasks);
-            submissions.spawn(async move { (index, target, tasks.submit(request.into()).await) });
+            submissions.spawn(async move {
+                let result = tasks.submit_child(request.into(), &target).await;
+                (index, target, result)
+            });
         }
         let mut results = Vec::new();
         while let Some(joined) = submissions.join_next().await {
@@ -448,6 +453,9 @@ impl Dispatcher {
         results.sort_by_key(|(index, _, _)| *index);
         for (_, mut target, result) in results {
             let now = Utc::now();
+            // The submission wrote the target with its new task already.
+            let written = matches!(result, Ok((_, true)));
+            let result = result.map(|(ids, _)| ids);
             let effect = match &result {
                 Ok(ids) => {
                     dispatch::on_submit_result(&mut target, SubmitResult::Tasks(ids), policy, now)
@@ -489,6 +497,9 @@ impl Dispatcher {
                 }
             }
             freed |= !effect.started_active_task();
+            if written {
+                continue;
+            }
             let write = self.store.run_target_update(&target);
             match tokio::time::timeout(self.config.submit_persist_timeout, write).await {
                 Ok(Ok(())) => {}

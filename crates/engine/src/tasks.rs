@@ -19,10 +19,11 @@ use std::time::Duration;
 use chrono::Utc;
 use parking_lot::Mutex;
 use rackflow_domain::conflict::{self, Promotion, PromotionInput, Submission, TaskShape};
+use rackflow_domain::dispatch;
 use rackflow_domain::planner;
 use rackflow_domain::report::Report;
 use rackflow_domain::rule::{self, OperationRule};
-use rackflow_domain::run::QueueStrategy;
+use rackflow_domain::run::{OperationRunTarget, QueueStrategy};
 use rackflow_domain::target::TargetSpec;
 use rackflow_domain::task::{
     QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages, status_message,
@@ -180,6 +181,29 @@ impl TaskManager {
     /// The submission pipeline of spec §3.3; returns the created (or, for an
     /// idempotency key, the existing) task ids.
     pub async fn submit(self: &Arc<Self>, req: SubmitRequest) -> Result<Vec<Uuid>, TaskError> {
+        self.submit_linked(req, None).await.map(|(ids, _)| ids)
+    }
+
+    /// [`TaskManager::submit`] of an operation run target's child task
+    /// (§3.7): when the task is inserted, `claimed` is written as submitted
+    /// with it ([`dispatch::on_submitted`]) in the same transaction — one
+    /// commit per freed slot instead of two, and the link between the
+    /// target and its task can never be lost between them. Returns the task
+    /// ids and whether the target was written (not when the idempotency key
+    /// found an existing task).
+    pub async fn submit_child(
+        self: &Arc<Self>,
+        req: SubmitRequest,
+        claimed: &OperationRunTarget,
+    ) -> Result<(Vec<Uuid>, bool), TaskError> {
+        self.submit_linked(req, Some(claimed)).await
+    }
+
+    async fn submit_linked(
+        self: &Arc<Self>,
+        req: SubmitRequest,
+        claimed: Option<&OperationRunTarget>,
+    ) -> Result<(Vec<Uuid>, bool), TaskError> {
         if req.idempotency_key.is_some() && req.required_rack_id.is_none() {
             return Err(TaskError::Invalid(
                 "idempotency key requires a required rack id".into(),
@@ -229,13 +253,23 @@ impl TaskManager {
         racks.sort_by_key(|r| r.rack_id);
 
         let mut created = Vec::new();
+        let mut target_written = false;
         let mut first_error = None;
         for rack in racks {
             match self
-                .submit_rack(&req, explicit.as_ref(), rack.rack_id, rack.components)
+                .submit_rack(
+                    &req,
+                    explicit.as_ref(),
+                    rack.rack_id,
+                    rack.components,
+                    claimed,
+                )
                 .await
             {
-                Ok(id) => created.push(id),
+                Ok((id, written)) => {
+                    created.push(id);
+                    target_written |= written;
+                }
                 Err(e) => {
                     tracing::warn!(rack_id = %rack.rack_id, error = %e, "task not created for rack");
                     if req.required_rack_id.is_some() {
@@ -247,7 +281,7 @@ impl TaskManager {
         }
         match (created.is_empty(), first_error) {
             (true, Some(e)) => Err(e),
-            _ => Ok(created),
+            _ => Ok((created, target_written)),
         }
     }
 
@@ -257,7 +291,8 @@ impl TaskManager {
         explicit: Option<&OperationRule>,
         rack_id: Uuid,
         components: ComponentsByType,
-    ) -> Result<Uuid, TaskError> {
+        claimed: Option<&OperationRunTarget>,
+    ) -> Result<(Uuid, bool), TaskError> {
         let rack_components = self.store.components_of_racks(&[rack_id]).await?;
         for (_, ids) in components.iter() {
             for id in ids {
@@ -378,13 +413,22 @@ impl TaskManager {
         // `start`): a cancel landing between the insert and `spawn_run` then
         // stops the executor before its first call.
         self.cancel_token(task.id);
-        let submitted = self.store.task_submit(&task, &decide).await;
+        let submitted = match claimed {
+            Some(claimed) => {
+                let mut linked = claimed.clone();
+                dispatch::on_submitted(&mut linked, task.id, Utc::now());
+                self.store
+                    .task_submit_for_target(&task, &decide, &linked)
+                    .await
+            }
+            None => self.store.task_submit(&task, &decide).await,
+        };
         if !matches!(&submitted, Ok(SubmitOutcome::Inserted(stored)) if stored.status == TaskStatus::Running)
         {
             self.forget_cancel_token(task.id);
         }
         match submitted? {
-            SubmitOutcome::Existing(existing) => Ok(existing.id),
+            SubmitOutcome::Existing(existing) => Ok((existing.id, false)),
             SubmitOutcome::Rejected(SubmitReject::QueueFull { waiting }) => {
                 Err(TaskError::QueueFull(waiting))
             }
@@ -394,12 +438,13 @@ impl TaskManager {
             SubmitOutcome::Inserted(stored) => {
                 tracing::info!(task_id = %stored.id, rack_id = %rack_id, operation = %stored.operation(), status = %stored.status, "task submitted");
                 self.emit(&stored);
+                let linked = claimed.is_some();
                 if stored.status == TaskStatus::Running {
                     let id = stored.id;
                     self.spawn_run(stored, None);
-                    return Ok(id);
+                    return Ok((id, linked));
                 }
-                Ok(stored.id)
+                Ok((stored.id, linked))
             }
         }
     }

@@ -426,6 +426,18 @@ pub trait Store: Send + Sync + 'static {
         decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
     ) -> StoreResult<SubmitOutcome>;
 
+    /// [`Store::task_submit`] of an operation run target's child task: when
+    /// the task is inserted, `target` (as the dispatcher wants it once its
+    /// child exists) is written in the same transaction, `updated_at`
+    /// stamped by the store. Nothing else differs; an existing or rejected
+    /// task leaves the target alone.
+    async fn task_submit_for_target(
+        &self,
+        task: &Task,
+        decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
+        target: &OperationRunTarget,
+    ) -> StoreResult<SubmitOutcome>;
+
     /// Under the same per-rack serialisation as [`Store::task_submit`]:
     /// gives the rack's unfinished tasks (oldest first) to `decide` and
     /// applies the transitions it returns. Each sets status and message
