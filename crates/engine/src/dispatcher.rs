@@ -37,7 +37,8 @@ use uuid::Uuid;
 
 use crate::background::Background;
 use crate::error::EngineError;
-use crate::tasks::{TaskError, TaskEvent, TaskManager};
+use crate::error::TaskError;
+use crate::tasks::{TaskEvent, TaskManager};
 
 /// Dispatcher tunables; defaults are the reference's (documented in
 /// `docs/configuration.md`).
@@ -460,7 +461,7 @@ impl Dispatcher {
                 Ok(ids) => {
                     dispatch::on_submit_result(&mut target, SubmitResult::Tasks(ids), policy, now)
                 }
-                Err(TaskError::RackConflict(_)) => {
+                Err(EngineError::Task(TaskError::RackConflict(_))) => {
                     let text = result
                         .as_ref()
                         .err()

@@ -30,15 +30,15 @@ use rackflow_domain::task::{
 };
 use rackflow_domain::{ComponentType, ComponentsByType};
 use rackflow_store::{
-    Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject, TaskStart, TaskTransition,
-    TaskUpdate,
+    Store, SubmitDecision, SubmitOutcome, SubmitReject, TaskStart, TaskTransition, TaskUpdate,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::background::Background;
-use crate::error::LookupKind;
+use crate::error::TaskError;
+use crate::error::{EngineError, LookupKind};
 use crate::executor::{LocalExecutor, ReportSink, TaskJob, TaskOutcome};
 use crate::manager::{ComponentRef, ManagerRegistry};
 use crate::resolve;
@@ -90,30 +90,6 @@ impl From<rackflow_domain::dispatch::ChildRequest> for SubmitRequest {
             required_rack_id: Some(child.required_rack_id),
         }
     }
-}
-
-/// Why a task operation failed. The server maps these to gRPC codes.
-#[derive(Debug, thiserror::Error)]
-pub enum TaskError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error("{message}")]
-    Lookup { kind: LookupKind, message: String },
-    #[error("operation rule {0} not found")]
-    RuleNotFound(Uuid),
-    #[error("task {0} not found")]
-    NotFound(Uuid),
-    /// Rack conflict under the REJECT strategy (decision C3).
-    #[error("rack {0} already has a conflicting task")]
-    RackConflict(Uuid),
-    #[error("waiting queue is full ({0}/{max} tasks)", max = rackflow_domain::task::MAX_WAITING_PER_RACK)]
-    QueueFull(usize),
-    /// The task cannot run as asked (rule not applicable, component not
-    /// linked, capability missing, not cancellable).
-    #[error("{0}")]
-    Precondition(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
 }
 
 /// A task changed status (for the operation-run dispatcher and watchers).
@@ -180,8 +156,8 @@ impl TaskManager {
 
     /// The submission pipeline of spec §3.3; returns the created (or, for an
     /// idempotency key, the existing) task ids.
-    pub async fn submit(self: &Arc<Self>, req: SubmitRequest) -> Result<Vec<Uuid>, TaskError> {
-        self.submit_linked(req, None).await.map(|(ids, _)| ids)
+    pub async fn submit(self: &Arc<Self>, req: SubmitRequest) -> Result<Vec<Uuid>, EngineError> {
+        Ok(self.submit_linked(req, None).await?.0)
     }
 
     /// [`TaskManager::submit`] of an operation run target's child task
@@ -195,8 +171,8 @@ impl TaskManager {
         self: &Arc<Self>,
         req: SubmitRequest,
         claimed: &OperationRunTarget,
-    ) -> Result<(Vec<Uuid>, bool), TaskError> {
-        self.submit_linked(req, Some(claimed)).await
+    ) -> Result<(Vec<Uuid>, bool), EngineError> {
+        Ok(self.submit_linked(req, Some(claimed)).await?)
     }
 
     async fn submit_linked(
@@ -706,7 +682,7 @@ impl TaskManager {
     // ---- cancellation -----------------------------------------------------
 
     /// Cancels a task in any state (spec §3.6).
-    pub async fn cancel(self: &Arc<Self>, id: Uuid) -> Result<Task, TaskError> {
+    pub async fn cancel(self: &Arc<Self>, id: Uuid) -> Result<Task, EngineError> {
         let task = self
             .store
             .task_get(id)
@@ -718,7 +694,8 @@ impl TaskManager {
                 return Err(TaskError::Precondition(format!(
                     "task {id} is not cancellable: it is {}",
                     task.status
-                )));
+                ))
+                .into());
             }
             _ => {}
         }
@@ -757,7 +734,8 @@ impl TaskManager {
             Err(TaskError::Precondition(format!(
                 "task {id} is not cancellable: it is {}",
                 current.status
-            )))
+            ))
+            .into())
         }
     }
 
@@ -769,7 +747,7 @@ impl TaskManager {
     }
 
     /// Expires and promotes the waiting tasks of one rack; starts promoted ones.
-    pub async fn promote_rack(self: &Arc<Self>, rack_id: Uuid) -> Result<(), TaskError> {
+    pub async fn promote_rack(self: &Arc<Self>, rack_id: Uuid) -> Result<(), EngineError> {
         let decide = |tasks: &[Task]| -> Vec<TaskTransition> {
             let inputs: Vec<PromotionInput> = tasks
                 .iter()
@@ -856,7 +834,7 @@ impl TaskManager {
 
     /// Resumes what a previous process left: running tasks continue from
     /// their first unfinished stage, pending tasks start.
-    pub async fn recover(self: &Arc<Self>) -> Result<usize, TaskError> {
+    pub async fn recover(self: &Arc<Self>) -> Result<usize, EngineError> {
         let tasks = self
             .store
             .tasks_with_status(&[TaskStatus::Running, TaskStatus::Pending])

@@ -1,8 +1,7 @@
 //! The one place where errors become gRPC statuses.
 
 use rackflow_engine::EngineError;
-use rackflow_engine::error::LookupKind;
-use rackflow_engine::tasks::TaskError;
+use rackflow_engine::error::{LookupKind, ScheduleError, TaskError};
 use rackflow_store::StoreError;
 use tonic::{Code, Status};
 
@@ -26,8 +25,6 @@ pub enum ApiError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error(transparent)]
-    Task(#[from] TaskError),
-    #[error(transparent)]
     Store(#[from] StoreError),
 }
 
@@ -46,16 +43,16 @@ pub fn to_status(err: ApiError) -> Status {
             EngineError::RackWithoutExternalId(_) => Code::FailedPrecondition,
             EngineError::StatsGap { .. } => Code::Internal,
             EngineError::Control(_) => Code::FailedPrecondition,
+            EngineError::Task(t) => task_code(t),
+            EngineError::Schedule(s) => match s {
+                ScheduleError::Invalid(_) => Code::InvalidArgument,
+                ScheduleError::NotFound(_) => Code::NotFound,
+                ScheduleError::FailedPrecondition(_) => Code::FailedPrecondition,
+                ScheduleError::Lookup { kind, .. } => lookup_code(*kind),
+                ScheduleError::Task(t) => task_code(t),
+                ScheduleError::Store(s) => store_code(s),
+            },
             EngineError::Store(s) => store_code(s),
-        },
-        ApiError::Task(e) => match e {
-            TaskError::Invalid(_) => Code::InvalidArgument,
-            TaskError::Lookup { kind, .. } => lookup_code(*kind),
-            TaskError::RuleNotFound(_) | TaskError::NotFound(_) => Code::NotFound,
-            TaskError::RackConflict(_) | TaskError::QueueFull(_) | TaskError::Precondition(_) => {
-                Code::FailedPrecondition
-            }
-            TaskError::Store(s) => store_code(s),
         },
         ApiError::Store(s) => store_code(s),
     };
@@ -66,6 +63,18 @@ pub fn to_status(err: ApiError) -> Status {
         tracing::debug!(code = ?code, error = %message, "request rejected");
     }
     Status::new(code, message)
+}
+
+fn task_code(err: &TaskError) -> Code {
+    match err {
+        TaskError::Invalid(_) => Code::InvalidArgument,
+        TaskError::Lookup { kind, .. } => lookup_code(*kind),
+        TaskError::RuleNotFound(_) | TaskError::NotFound(_) => Code::NotFound,
+        TaskError::RackConflict(_) | TaskError::QueueFull(_) | TaskError::Precondition(_) => {
+            Code::FailedPrecondition
+        }
+        TaskError::Store(s) => store_code(s),
+    }
 }
 
 fn lookup_code(kind: LookupKind) -> Code {

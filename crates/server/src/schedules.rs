@@ -1,13 +1,11 @@
 //! The 14 task-schedule RPCs of `v1.Flow`: convert, delegate to the
 //! engine's [`ScheduleManager`], convert back. `flow.rs` forwards to these.
 //!
-//! [`ScheduleError`]s reach the wire through [`ApiError`] and so through the
-//! one mapping in `error::to_status`: invalid → InvalidArgument, missing →
-//! NotFound, refused state change → FailedPrecondition, a duplicate name
-//! (store AlreadyExists) → AlreadyExists.
+//! The engine's errors reach the wire through [`ApiError`] and so through
+//! the one mapping in `error::to_status`.
 
 use rackflow_api::v1 as pb;
-use rackflow_engine::schedules::{ScheduleError, ScheduleManager};
+use rackflow_engine::schedules::ScheduleManager;
 use rackflow_store::ScheduleFilter;
 use tonic::Response;
 
@@ -16,21 +14,6 @@ use crate::convert::{self, Invalid, pb_uuid, wire_count};
 use crate::error::ApiError;
 
 type Reply<T> = Result<Response<T>, tonic::Status>;
-
-impl From<ScheduleError> for ApiError {
-    fn from(e: ScheduleError) -> Self {
-        match e {
-            ScheduleError::Invalid(m) => ApiError::Invalid(Invalid(m)),
-            ScheduleError::NotFound(m) => ApiError::NotFound(m),
-            ScheduleError::FailedPrecondition(m) => ApiError::FailedPrecondition(m),
-            ScheduleError::Lookup { kind, message } => {
-                ApiError::Task(rackflow_engine::tasks::TaskError::Lookup { kind, message })
-            }
-            ScheduleError::Task(t) => ApiError::Task(t),
-            ScheduleError::Store(s) => ApiError::Store(s),
-        }
-    }
-}
 
 fn refuse_credentials(op: Option<&pb::ScheduledOperation>) -> Result<(), ApiError> {
     if convert::has_authentication_data(conv::scheduled_authentication_data(op)) {
