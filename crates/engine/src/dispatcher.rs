@@ -68,9 +68,10 @@ impl Default for DispatcherConfig {
     }
 }
 
-/// Runs dispatched concurrently. Their transactions serialise on the
-/// database anyway; what overlaps is the child submissions, so that one
-/// run's refill does not wait behind nineteen others.
+/// Runs whose attempts run concurrently. Their transactions serialise on
+/// the database anyway; what overlaps is the reads around them, so that one
+/// run's refill does not wait behind nineteen others. Child submissions run
+/// outside this bound (see [`Dispatcher::dispatch_run`]).
 const CONCURRENT_RUNS: usize = 8;
 
 /// What one attempt left to do after its commit.

@@ -92,6 +92,13 @@ impl From<rackflow_domain::dispatch::ChildRequest> for SubmitRequest {
     }
 }
 
+/// What submitting to one rack reads before its transaction, read ahead
+/// when the rack is known from the request.
+struct RackReads {
+    components: rackflow_store::StoreResult<Vec<rackflow_domain::inventory::Component>>,
+    rule: rule::ResolvedRule,
+}
+
 /// A task changed status (for the operation-run dispatcher and watchers).
 #[derive(Debug, Clone)]
 pub struct TaskEvent {
@@ -205,12 +212,32 @@ impl TaskManager {
             None => None,
         };
 
-        let resolved = resolve::resolve_spec(self.store.as_ref(), &req.target)
-            .await
-            .map_err(|e| TaskError::Lookup {
-                kind: e.kind,
-                message: e.message,
-            })?;
+        let resolve = resolve::resolve_spec(self.store.as_ref(), &req.target);
+        let (resolved, mut known_rack) = match req.required_rack_id {
+            // The rack is known before the target resolves (an operation run
+            // target's child, a schedule scope's task): its components and
+            // rule are read at the same time as the target, not after it —
+            // a freed dispatcher slot waited for these reads one by one.
+            Some(rack_id) => {
+                let rack_ids = [rack_id];
+                let (resolved, components, rule) = tokio::join!(
+                    resolve,
+                    self.store.components_of_racks(&rack_ids),
+                    self.resolve_rule(
+                        req.task_type,
+                        &req.information.code,
+                        rack_id,
+                        explicit.as_ref()
+                    ),
+                );
+                (resolved, Some(RackReads { components, rule }))
+            }
+            None => (resolve.await, None),
+        };
+        let resolved = resolved.map_err(|e| TaskError::Lookup {
+            kind: e.kind,
+            message: e.message,
+        })?;
         let mut racks = planner::normalize_candidates(resolved)
             .map_err(|e| TaskError::Invalid(e.to_string()))?;
         if racks.is_empty() {
@@ -239,6 +266,7 @@ impl TaskManager {
                     rack.rack_id,
                     rack.components,
                     claimed,
+                    known_rack.take(),
                 )
                 .await
             {
@@ -268,8 +296,16 @@ impl TaskManager {
         rack_id: Uuid,
         components: ComponentsByType,
         claimed: Option<&OperationRunTarget>,
+        read: Option<RackReads>,
     ) -> Result<(Uuid, bool), TaskError> {
-        let rack_components = self.store.components_of_racks(&[rack_id]).await?;
+        let (rack_components, resolved) = match read {
+            Some(read) => (read.components?, read.rule),
+            None => (
+                self.store.components_of_racks(&[rack_id]).await?,
+                self.resolve_rule(req.task_type, &req.information.code, rack_id, explicit)
+                    .await,
+            ),
+        };
         for (_, ids) in components.iter() {
             for id in ids {
                 let linked = rack_components
@@ -283,9 +319,6 @@ impl TaskManager {
                 }
             }
         }
-        let resolved = self
-            .resolve_rule(req.task_type, &req.information.code, rack_id, explicit)
-            .await;
         let targeted: Vec<ComponentType> = components.iter().map(|(t, _)| t).collect();
         if !resolved.definition.applies_to(&targeted) {
             return Err(TaskError::Precondition(format!(

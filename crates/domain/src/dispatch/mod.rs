@@ -11,7 +11,12 @@
 //! - claiming under the concurrency quota (§3.6);
 //! - what a submission outcome does to a target, including the conflict
 //!   backoff that keeps its retry state across claims (§3.7, §3.9, D1);
-//! - pause, resume, advance and cancel (§4.2–4.5).
+//! - pause, resume, advance and cancel (§4.2–4.5);
+//! - the order of one whole attempt, as one step ([`attempt`]).
+//!
+//! One file per concern: `reconcile`, `phase`, `gates`, `decide`, `claim`,
+//! `backoff`, `control`, `messages` and `attempt`; each one's tests sit
+//! beside it.
 //!
 //! Nothing here reads a clock, does I/O or is async: `now` is always a
 //! parameter, so that one attempt decides with one instant and the engine's
