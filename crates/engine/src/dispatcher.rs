@@ -346,75 +346,31 @@ impl Dispatcher {
     }
 
     /// Up to two attempts for one run (§3.2 step 8), with the same `now`.
-    ///
-    /// Only the first attempt runs here; its child submissions, and the
-    /// second attempt they may earn, run beside the run's next attempt
-    /// (tracked, so shutdown waits for them). The run is free for another
-    /// attempt as soon as the claim committed: a claimed target holds its
-    /// slot through its lease, so an attempt meanwhile cannot over-claim,
-    /// and a slot freed while the submissions were going no longer waits
-    /// for them (with one run, every refill used to queue behind the
-    /// previous one's submission).
-    pub async fn dispatch_run(self: &Arc<Self>, id: Uuid) -> Result<(), EngineError> {
+    pub async fn dispatch_run(&self, id: Uuid) -> Result<(), EngineError> {
         let now = Utc::now();
-        let Some(first) = self.attempt_recorded(id, now).await? else {
-            return Ok(());
-        };
-        let dispatcher = Arc::clone(self);
-        let submissions = async move {
-            if !dispatcher
-                .submit_claimed(id, first.claimed, &first.conflict_policy)
+        for _ in 0..2 {
+            let Some(attempt) = self.attempt(id, now).await? else {
+                self.retry_if_locked(id).await;
+                return Ok(());
+            };
+            self.changed(id);
+            self.due_at(attempt.due);
+            if attempt.advanced {
+                // Decision #9 claims nothing: the new phase's targets are
+                // locked by the next pass. No event announces that pass (no
+                // child task changed), so without this wake an auto-advancing
+                // run sat idle until the safety-net poll (D2).
+                self.wake_run(id);
+                return Ok(());
+            }
+            if !self
+                .submit_claimed(id, attempt.claimed, &attempt.conflict_policy)
                 .await
             {
-                return;
+                return Ok(());
             }
-            // A slot freed at submission (conflict, failure) earns the
-            // second attempt.
-            match dispatcher.attempt_recorded(id, now).await {
-                Ok(Some(second)) => {
-                    dispatcher
-                        .submit_claimed(id, second.claimed, &second.conflict_policy)
-                        .await;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(run_id = %id, error = %e, "dispatch operation run {id}: {e}")
-                }
-            }
-        };
-        if self
-            .background
-            .spawn("submit child tasks", submissions)
-            .is_none()
-        {
-            tracing::info!(run_id = %id, "claimed targets not submitted: shutting down; their leases recover them");
         }
         Ok(())
-    }
-
-    /// One attempt and what follows from it at once (watchers told, the next
-    /// due instant recorded, an auto-advanced run woken); the attempt when
-    /// it claimed targets to submit.
-    async fn attempt_recorded(
-        &self,
-        id: Uuid,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Attempt>, EngineError> {
-        let Some(attempt) = self.attempt(id, now).await? else {
-            self.retry_if_locked(id).await;
-            return Ok(None);
-        };
-        self.changed(id);
-        self.due_at(attempt.due);
-        if attempt.advanced {
-            // Decision #9 claims nothing: the new phase's targets are
-            // locked by the next pass. No event announces that pass (no
-            // child task changed), so without this wake an auto-advancing
-            // run sat idle until the safety-net poll (D2).
-            self.wake_run(id);
-            return Ok(None);
-        }
-        Ok((!attempt.claimed.is_empty()).then_some(attempt))
     }
 
     /// An attempt did not obtain the run. If it is still pending or running,
