@@ -68,10 +68,9 @@ impl Default for DispatcherConfig {
     }
 }
 
-/// Runs whose attempts run concurrently. Their transactions serialise on
-/// the database anyway; what overlaps is the reads around them, so that one
-/// run's refill does not wait behind nineteen others. Child submissions run
-/// outside this bound (see [`Dispatcher::dispatch_run`]).
+/// Runs dispatched concurrently. Their transactions serialise on the
+/// database anyway; what overlaps is the child submissions, so that one
+/// run's refill does not wait behind nineteen others.
 const CONCURRENT_RUNS: usize = 8;
 
 /// What one attempt left to do after its commit.
