@@ -3,10 +3,12 @@
 //!
 //! One pass takes up to `batch` runnable runs, oldest `updated_at` first (a
 //! processed run moves to the back, which keeps many concurrent runs fair).
-//! Each run gets up to two attempts: one transaction that locks the run and
-//! its current-phase targets, reconciles child tasks, decides (pure domain
-//! code), claims within the quota and commits; then, after the commit, the
-//! claimed targets' child tasks are submitted and each target row written.
+//! Each run gets up to two attempts: one transaction that loads the locked
+//! run and its unsettled current-phase targets, hands them to the domain's
+//! [`dispatch::attempt`] (reconcile, decide, claim: pure code), writes the
+//! plan it returns and commits; then, after the commit, each claimed
+//! target's child task is submitted, inserted in one transaction with the
+//! target's new state (a conflict or an error writes the target after).
 //! A claimed target whose submission was lost (crash) keeps its lease and
 //! is re-claimed once it expires; the idempotency key
 //! `operation-run-target:<id>` makes the re-submission return the same task.
@@ -23,19 +25,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
 use rackflow_domain::dispatch::{
-    self, ControlError, Decision, PhaseSummary, Runtime, SubmitEffect, SubmitResult,
+    self, AttemptPlan, ChildSubmission, ControlError, Decision, PhaseSummary, SubmitEffect,
+    SubmitResult,
 };
-use rackflow_domain::run::{OperationRun, OperationRunTarget, RunStatus};
-use rackflow_domain::target::{ComponentTarget, TargetSpec};
-use rackflow_domain::task::{TaskInformation, TaskType};
+use rackflow_domain::run::{OperationRun, RunStatus};
 use rackflow_store::{LockMode, RunLock, Store, StoreError};
 use tokio::sync::{Notify, broadcast};
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::background::Background;
 use crate::error::EngineError;
-use crate::tasks::{SubmitRequest, TaskError, TaskEvent, TaskManager, queue_policy};
+use crate::error::TaskError;
+use crate::tasks::{TaskEvent, TaskManager};
 
 /// Dispatcher tunables; defaults are the reference's (documented in
 /// `docs/configuration.md`).
@@ -70,16 +73,10 @@ impl Default for DispatcherConfig {
 /// run's refill does not wait behind nineteen others.
 const CONCURRENT_RUNS: usize = 8;
 
-/// A claimed target's child request, built inside the transaction and
-/// submitted after the commit.
-struct Claimed {
-    target: OperationRunTarget,
-    request: SubmitRequest,
-}
-
 /// What one attempt left to do after its commit.
 struct Attempt {
-    claimed: Vec<Claimed>,
+    /// Claimed targets' child tasks, submitted after the commit.
+    claimed: Vec<ChildSubmission>,
     /// The attempt moved the run to its next phase (decision #9), whose
     /// targets only the next pass locks and claims.
     advanced: bool,
@@ -101,19 +98,22 @@ pub struct Dispatcher {
     changes: broadcast::Sender<Uuid>,
     /// Child task → its run, for the tasks this process submitted: a
     /// finished child wakes its own run at once instead of a whole pass.
-    run_of_task: std::sync::Mutex<HashMap<Uuid, Uuid>>,
+    run_of_task: Mutex<HashMap<Uuid, Uuid>>,
     /// Runs being dispatched right now, and whether another request came in
     /// meanwhile (then the run is dispatched once more when it is done).
-    busy: std::sync::Mutex<HashMap<Uuid, bool>>,
+    busy: Mutex<HashMap<Uuid, bool>>,
     /// Bounds how many runs are dispatched at once.
     slots: tokio::sync::Semaphore,
+    /// The loop, runs dispatched from task events, and cancellations of
+    /// child tasks; [`Dispatcher::shutdown`] waits for all of them.
+    background: Background,
     /// The earliest backoff end, conflict timeout or lease expiry an attempt
     /// saw: the loop sleeps no longer than that (D2).
-    next_due: std::sync::Mutex<Option<DateTime<Utc>>>,
+    next_due: Mutex<Option<DateTime<Utc>>>,
     /// `next_due` moved earlier: the loop recomputes its sleep.
     due_changed: Notify,
     /// Runs asked for by id ([`Dispatcher::wake_run`]); the loop drains it.
-    requested: std::sync::Mutex<Vec<Uuid>>,
+    requested: Mutex<Vec<Uuid>>,
     run_requested: Notify,
 }
 
@@ -130,12 +130,13 @@ impl Dispatcher {
             config,
             wake: Notify::new(),
             changes,
-            run_of_task: std::sync::Mutex::new(HashMap::new()),
-            busy: std::sync::Mutex::new(HashMap::new()),
+            run_of_task: Mutex::new(HashMap::new()),
+            busy: Mutex::new(HashMap::new()),
             slots: tokio::sync::Semaphore::new(CONCURRENT_RUNS),
-            next_due: std::sync::Mutex::new(None),
+            background: Background::new("dispatcher"),
+            next_due: Mutex::new(None),
             due_changed: Notify::new(),
-            requested: std::sync::Mutex::new(Vec::new()),
+            requested: Mutex::new(Vec::new()),
             run_requested: Notify::new(),
         })
     }
@@ -151,9 +152,7 @@ impl Dispatcher {
     /// (10 s) once the others were dispatching themselves from their child
     /// tasks' events.
     pub fn wake_run(&self, id: Uuid) {
-        if let Ok(mut requested) = self.requested.lock() {
-            requested.push(id);
-        }
+        self.requested.lock().push(id);
         self.run_requested.notify_one();
     }
 
@@ -169,9 +168,8 @@ impl Dispatcher {
     /// Records a future instant at which a pass must run.
     fn due_at(&self, at: Option<DateTime<Utc>>) {
         let Some(at) = at else { return };
-        if let Ok(mut due) = self.next_due.lock()
-            && due.is_none_or(|d| at < d)
-        {
+        let mut due = self.next_due.lock();
+        if due.is_none_or(|d| at < d) {
             *due = Some(at);
             // The loop may be asleep with a longer timeout.
             self.due_changed.notify_one();
@@ -184,7 +182,7 @@ impl Dispatcher {
     /// short its backoff, and a conflict timeout was noticed that late.
     fn sleep_for(&self) -> Duration {
         let poll = self.config.poll_interval;
-        let due = self.next_due.lock().ok().and_then(|d| *d);
+        let due = *self.next_due.lock();
         match due.map(|at| (at - Utc::now()).to_std()) {
             // A little slack so that the pass sees the instant as passed.
             Some(Ok(left)) => poll.min(left + Duration::from_millis(5)),
@@ -196,18 +194,18 @@ impl Dispatcher {
     /// Forgets a due instant that has passed (the pass about to run
     /// records the next ones).
     fn clear_passed_due(&self) {
-        if let Ok(mut due) = self.next_due.lock()
-            && due.is_some_and(|d| d <= Utc::now())
-        {
+        let mut due = self.next_due.lock();
+        if due.is_some_and(|d| d <= Utc::now()) {
             *due = None;
         }
     }
 
-    /// Runs the loop until `shutdown`; returns its join handle.
-    pub fn spawn(self: &Arc<Self>, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+    /// Starts the loop; [`Dispatcher::shutdown`] stops it.
+    pub fn spawn(self: &Arc<Self>) {
         let dispatcher = Arc::clone(self);
         let mut task_events = self.tasks.subscribe();
-        tokio::spawn(async move {
+        let shutdown = self.background.token().clone();
+        self.background.spawn("dispatcher loop", async move {
             let mut full_pass = true;
             loop {
                 if full_pass {
@@ -219,11 +217,7 @@ impl Dispatcher {
                     () = dispatcher.wake.notified() => {}
                     () = dispatcher.due_changed.notified() => full_pass = false,
                     () = dispatcher.run_requested.notified() => {
-                        let requested = dispatcher
-                            .requested
-                            .lock()
-                            .map(|mut r| std::mem::take(&mut *r))
-                            .unwrap_or_default();
+                        let requested = std::mem::take(&mut *dispatcher.requested.lock());
                         for id in requested {
                             dispatcher.dispatch_soon(id);
                         }
@@ -265,24 +259,22 @@ impl Dispatcher {
                     () = tokio::time::sleep(dispatcher.sleep_for()) => dispatcher.clear_passed_due(),
                 }
             }
-            // Runs dispatched from task events run outside this loop; a
-            // graceful stop must wait for them, or a submission finishing
-            // after the task manager stopped leaves a task `running` that no
-            // executor runs (or a claim only its lease recovers). Taking
-            // every slot waits for them (the semaphore is fair); forgetting
-            // the permits keeps any later one from starting.
-            if let Ok(all) = u32::try_from(CONCURRENT_RUNS)
-                && let Ok(permits) = dispatcher.slots.acquire_many(all).await
-            {
-                permits.forget();
-            }
-            tracing::debug!("dispatcher stopped");
-        })
+            tracing::debug!("dispatcher loop stopped");
+        });
+    }
+
+    /// Stops the loop and waits for the runs being dispatched from task
+    /// events (they run outside the loop): a submission finishing after the
+    /// task manager stopped would leave a task `running` that no executor
+    /// runs (or a claim only its lease recovers). No new dispatch starts
+    /// once this is called.
+    pub async fn shutdown(&self) {
+        self.background.shutdown().await;
     }
 
     /// The run a child task belongs to; forgets finished children.
     fn run_for_task(&self, task_id: Uuid, finished: bool) -> Option<Uuid> {
-        let mut map = self.run_of_task.lock().ok()?;
+        let mut map = self.run_of_task.lock();
         if finished {
             map.remove(&task_id)
         } else {
@@ -294,9 +286,7 @@ impl Dispatcher {
     /// right now, once more after that.
     fn dispatch_soon(self: &Arc<Self>, id: Uuid) {
         {
-            let Ok(mut busy) = self.busy.lock() else {
-                return;
-            };
+            let mut busy = self.busy.lock();
             if let Some(again) = busy.get_mut(&id) {
                 *again = true;
                 return;
@@ -304,17 +294,19 @@ impl Dispatcher {
             busy.insert(id, false);
         }
         let dispatcher = Arc::clone(self);
-        tokio::spawn(async move {
+        let started = self.background.spawn("dispatch run", async move {
             loop {
+                if dispatcher.background.is_stopping() {
+                    dispatcher.busy.lock().remove(&id);
+                    return;
+                }
                 {
                     let _slot = dispatcher.slots.acquire().await;
                     if let Err(e) = dispatcher.dispatch_run(id).await {
                         tracing::warn!(run_id = %id, error = %e, "dispatch operation run {id}: {e}");
                     }
                 }
-                let Ok(mut busy) = dispatcher.busy.lock() else {
-                    return;
-                };
+                let mut busy = dispatcher.busy.lock();
                 match busy.get_mut(&id) {
                     Some(again) if *again => *again = false,
                     _ => {
@@ -324,6 +316,9 @@ impl Dispatcher {
                 }
             }
         });
+        if started.is_none() {
+            self.busy.lock().remove(&id);
+        }
     }
 
     /// One pass over up to `batch` runnable runs, dispatched concurrently;
@@ -391,89 +386,35 @@ impl Dispatcher {
         }
     }
 
-    /// One locked transaction; `None` when the run was not obtained.
+    /// One locked transaction: load the run, let the domain plan the
+    /// attempt ([`dispatch::attempt`]), write what it planned. `None` when
+    /// the run was not obtained.
     async fn attempt(&self, id: Uuid, now: DateTime<Utc>) -> Result<Option<Attempt>, EngineError> {
         let lease = self.config.claim_lease;
-        let mut claimed: Vec<Claimed> = Vec::new();
-        let mut advanced = false;
-        let mut due = None;
-        let mut conflict_policy = Default::default();
+        let mut planned: Option<AttemptPlan> = None;
         let mut apply = |lock: &mut RunLock| -> Result<(), StoreError> {
-            claimed.clear();
-            conflict_policy = lock.run.configuration.options.conflict_policy.clone();
-            for target in lock.targets.iter_mut() {
-                if !dispatch::needs_reconcile(target) {
-                    continue;
-                }
-                let Some(task_id) = target.task_id else {
-                    continue;
-                };
-                let Some((status, message)) = lock.task_states.get(&task_id) else {
-                    // The task row is gone (never expected: tasks are not
-                    // deleted); leave the target for the claim lease.
-                    continue;
-                };
-                dispatch::reconcile_target(target, *status, message);
-            }
-            let summary =
-                PhaseSummary::for_run(&lock.run, &lock.targets, lock.settled, lock.earlier);
-            let runtime = Runtime::from_options(&lock.run.configuration.options);
-            let decision = dispatch::decide(&lock.run, &summary, runtime, now);
-            decision.apply(&mut lock.run, now);
-            if let Decision::Claim {
-                max_concurrent_targets,
-            } = decision
-            {
-                let run = lock.run.clone();
-                let outcome = dispatch::claim_targets(
-                    &mut lock.targets,
-                    max_concurrent_targets,
-                    now,
-                    lease,
-                    |target| child_request(&run, target),
-                );
-                if let Some(message) = &outcome.run_message {
-                    lock.run.status_message = message.clone();
-                }
-                for (i, request) in outcome.claimed {
-                    claimed.push(Claimed {
-                        target: lock.targets[i].clone(),
-                        request,
-                    });
-                }
-            }
-            advanced = matches!(decision, Decision::AdvancePhase { .. });
-            // Targets claimed just now are left out: their submission
-            // decides what they wait for.
-            due = matches!(lock.run.status, RunStatus::Pending | RunStatus::Running)
-                .then(|| {
-                    let waiting: Vec<OperationRunTarget> = lock
-                        .targets
-                        .iter()
-                        .filter(|t| !claimed.iter().any(|c| c.target.id == t.id))
-                        .cloned()
-                        .collect();
-                    dispatch::next_due(
-                        &waiting,
-                        &lock.run.configuration.options.conflict_policy,
-                        now,
-                    )
-                })
-                .flatten();
-            if !matches!(decision, Decision::NoOp | Decision::Claim { .. }) {
-                tracing::info!(run_id = %lock.run.id, status = %lock.run.status, reason = %lock.run.reason, message = %lock.run.status_message, "operation run transition");
-            }
+            let plan = dispatch::attempt(lock, now, lease);
+            lock.run.clone_from(&plan.run);
+            lock.targets.clone_from(&plan.targets);
+            planned = Some(plan);
             Ok(())
         };
         let obtained = self
             .store
             .run_lock_apply(id, LockMode::Runnable, &mut apply)
             .await?;
-        Ok(obtained.map(|()| Attempt {
-            claimed,
-            advanced,
-            due,
-            conflict_policy,
+        let Some(plan) = obtained.and(planned) else {
+            return Ok(None);
+        };
+        if plan.is_transition() {
+            tracing::info!(run_id = %plan.run.id, status = %plan.run.status, reason = %plan.run.reason, message = %plan.run.status_message, "operation run transition");
+        }
+        tracing::debug!(run_id = %plan.run.id, claimed = plan.submissions.len(), waiting_on = ?plan.waiting_on, "dispatcher attempt");
+        Ok(Some(Attempt {
+            advanced: matches!(plan.decision, Decision::AdvancePhase { .. }),
+            due: plan.next_due,
+            conflict_policy: plan.run.configuration.options.conflict_policy,
+            claimed: plan.submissions,
         }))
     }
 
@@ -482,7 +423,7 @@ impl Dispatcher {
     async fn submit_claimed(
         &self,
         run_id: Uuid,
-        claimed: Vec<Claimed>,
+        claimed: Vec<ChildSubmission>,
         policy: &rackflow_domain::run::ConflictPolicy,
     ) -> bool {
         let mut freed = false;
@@ -492,9 +433,12 @@ impl Dispatcher {
         // another (in a wave of N freed slots the last target otherwise
         // waits for N-1 submissions). Results are applied in claim order.
         let mut submissions = tokio::task::JoinSet::new();
-        for (index, Claimed { target, request }) in claimed.into_iter().enumerate() {
+        for (index, ChildSubmission { target, request }) in claimed.into_iter().enumerate() {
             let tasks = Arc::clone(&self.tasks);
-            submissions.spawn(async move { (index, target, tasks.submit(request).await) });
+            submissions.spawn(async move {
+                let result = tasks.submit_child(request.into(), &target).await;
+                (index, target, result)
+            });
         }
         let mut results = Vec::new();
         while let Some(joined) = submissions.join_next().await {
@@ -510,11 +454,14 @@ impl Dispatcher {
         results.sort_by_key(|(index, _, _)| *index);
         for (_, mut target, result) in results {
             let now = Utc::now();
+            // The submission wrote the target with its new task already.
+            let written = matches!(result, Ok((_, true)));
+            let result = result.map(|(ids, _)| ids);
             let effect = match &result {
                 Ok(ids) => {
                     dispatch::on_submit_result(&mut target, SubmitResult::Tasks(ids), policy, now)
                 }
-                Err(TaskError::RackConflict(_)) => {
+                Err(EngineError::Task(TaskError::RackConflict(_))) => {
                     let text = result
                         .as_ref()
                         .err()
@@ -535,9 +482,7 @@ impl Dispatcher {
             match &effect {
                 SubmitEffect::Active(task_id) => {
                     started.push(*task_id);
-                    if let Ok(mut map) = self.run_of_task.lock() {
-                        map.insert(*task_id, run_id);
-                    }
+                    self.run_of_task.lock().insert(*task_id, run_id);
                     tracing::info!(run_id = %run_id, target_id = %target.id, task_id = %task_id, "operation run target submitted");
                 }
                 SubmitEffect::Blocked(outcome) => {
@@ -553,6 +498,9 @@ impl Dispatcher {
                 }
             }
             freed |= !effect.started_active_task();
+            if written {
+                continue;
+            }
             let write = self.store.run_target_update(&target);
             match tokio::time::timeout(self.config.submit_persist_timeout, write).await {
                 Ok(Ok(())) => {}
@@ -724,54 +672,20 @@ impl Dispatcher {
             }
         };
         // Detached from the caller's cancellation, bounded by the budget.
-        let handle = tokio::spawn(async move {
+        let bounded = async move {
             if tokio::time::timeout(budget, cancel_children).await.is_err() {
                 tracing::warn!(run_id = %id, "cancelling child tasks ran out of its budget");
             }
-        });
-        let _ = handle.await;
+        };
+        match self.background.spawn("cancel child tasks", bounded) {
+            Some(handle) => {
+                let _ = handle.await;
+            }
+            // Shutting down: the children stop with the task manager and
+            // the run is cancelled already.
+            None => tracing::warn!(run_id = %id, "child tasks not cancelled: shutting down"),
+        }
         self.wake();
         Ok(run)
     }
-}
-
-/// The child task request of one target (§3.7): component targets by UUID
-/// from the frozen set, REJECT always, idempotency key per target.
-fn child_request(run: &OperationRun, target: &OperationRunTarget) -> Result<SubmitRequest, String> {
-    let template = &run.configuration.operation;
-    let mut components = Vec::new();
-    for (_, ids) in target.components_by_type.iter() {
-        let mut ids = ids.to_vec();
-        ids.sort();
-        ids.dedup();
-        components.extend(ids.into_iter().map(ComponentTarget::Id));
-    }
-    if components.is_empty() {
-        return Err(format!(
-            "operation run target {} has no components",
-            target.id
-        ));
-    }
-    let description = if template.description.is_empty() {
-        match &template.payload.target_version {
-            Some(v) => format!("firmware upgrade, target version {v}"),
-            None => "firmware upgrade".to_string(),
-        }
-    } else {
-        template.description.clone()
-    };
-    Ok(SubmitRequest {
-        task_type: TaskType::FirmwareControl,
-        information: TaskInformation {
-            code: template.code.clone(),
-            override_readiness_check: template.payload.override_readiness_check,
-            firmware: Some(template.payload.clone()),
-        },
-        description,
-        target: TargetSpec::Components(components),
-        queue: queue_policy(rackflow_domain::run::QueueStrategy::Reject, 0),
-        rule_id: template.payload.rule_id,
-        idempotency_key: Some(format!("operation-run-target:{}", target.id)),
-        required_rack_id: Some(target.rack_id),
-    })
 }

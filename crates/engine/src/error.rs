@@ -1,5 +1,13 @@
-//! The engine's one error type. The server maps it to gRPC codes in one place.
+//! The engine's one error type, [`EngineError`], which every public engine
+//! operation returns; the server maps it to gRPC codes in one place. The
+//! task and schedule failures stay typed inside it ([`TaskError`],
+//! [`ScheduleError`]) rather than being flattened to text, and every
+//! variant's text is what the reference answers.
 
+use rackflow_domain::schedule::{ScopeError, SpecError};
+use rackflow_store::StoreError;
+
+use crate::resolve;
 use uuid::Uuid;
 
 /// gRPC-relevant class of a lookup failure during planning (the reference
@@ -30,6 +38,12 @@ pub enum EngineError {
         "operation run target stats query returned 0 targets at offset {offset} before total {total}"
     )]
     StatsGap { offset: i64, total: i64 },
+    /// Submitting, cancelling or recovering a task.
+    #[error(transparent)]
+    Task(#[from] TaskError),
+    /// Managing or firing a task schedule.
+    #[error(transparent)]
+    Schedule(#[from] ScheduleError),
     /// A manual control that does not apply to the run's state.
     #[error(transparent)]
     Control(#[from] rackflow_domain::dispatch::ControlError),
@@ -52,4 +66,87 @@ pub enum EngineError {
     Rule(#[from] rackflow_domain::rule::RuleError),
     #[error(transparent)]
     Store(#[from] rackflow_store::StoreError),
+}
+
+/// Why a task operation failed. The server maps these to gRPC codes.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{message}")]
+    Lookup { kind: LookupKind, message: String },
+    #[error("operation rule {0} not found")]
+    RuleNotFound(Uuid),
+    #[error("task {0} not found")]
+    NotFound(Uuid),
+    /// Rack conflict under the REJECT strategy (decision C3).
+    #[error("rack {0} already has a conflicting task")]
+    RackConflict(Uuid),
+    #[error("waiting queue is full ({0}/{max} tasks)", max = rackflow_domain::task::MAX_WAITING_PER_RACK)]
+    QueueFull(usize),
+    /// The task cannot run as asked (rule not applicable, component not
+    /// linked, capability missing, not cancellable).
+    #[error("{0}")]
+    Precondition(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why a schedule operation failed. The server maps these to gRPC codes.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    FailedPrecondition(String),
+    #[error("{message}")]
+    Lookup { kind: LookupKind, message: String },
+    #[error(transparent)]
+    Task(#[from] TaskError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<SpecError> for ScheduleError {
+    fn from(e: SpecError) -> Self {
+        ScheduleError::Invalid(e.to_string())
+    }
+}
+
+impl From<ScopeError> for ScheduleError {
+    fn from(e: ScopeError) -> Self {
+        match e {
+            ScopeError::NoScopes => ScheduleError::FailedPrecondition(e.to_string()),
+            _ => ScheduleError::Invalid(e.to_string()),
+        }
+    }
+}
+
+impl From<resolve::LookupError> for ScheduleError {
+    fn from(e: resolve::LookupError) -> Self {
+        ScheduleError::Lookup {
+            kind: e.kind,
+            message: e.message,
+        }
+    }
+}
+
+impl From<SpecError> for EngineError {
+    fn from(e: SpecError) -> Self {
+        EngineError::Schedule(e.into())
+    }
+}
+
+impl From<ScopeError> for EngineError {
+    fn from(e: ScopeError) -> Self {
+        EngineError::Schedule(e.into())
+    }
+}
+
+impl From<resolve::LookupError> for EngineError {
+    fn from(e: resolve::LookupError) -> Self {
+        EngineError::Schedule(e.into())
+    }
 }

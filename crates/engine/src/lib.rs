@@ -4,7 +4,9 @@
 //!
 //! The engine never parses wire messages; the server converts them first.
 
+pub mod background;
 pub mod dispatcher;
+mod engine;
 pub mod error;
 pub mod executor;
 pub mod inventory;
@@ -26,4 +28,6 @@ pub mod store {
     };
 }
 
+pub use background::Background;
+pub use engine::Engine;
 pub use error::EngineError;

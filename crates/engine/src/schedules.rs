@@ -31,18 +31,18 @@ use rackflow_domain::conflict::types_may_conflict;
 use rackflow_domain::run::{Page, QueueStrategy};
 use rackflow_domain::schedule::{
     self, OperationTemplate, OverlapPolicy, ScheduleScope, ScheduleSpec, ScopeError, ScopeSpec,
-    SpecError, SpecKind, TaskSchedule, plan_due, scope_eligible,
+    SpecKind, TaskSchedule, plan_due, scope_eligible,
 };
 use rackflow_domain::target::{ComponentFilter, TargetSpec};
-use rackflow_store::{ScheduleFilter, ScheduleLock, Store, StoreError};
+use rackflow_store::{ScheduleFilter, ScheduleLock, Store};
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::error::LookupKind;
+use crate::background::Background;
+use crate::error::EngineError;
+use crate::error::ScheduleError;
 use crate::resolve;
-use crate::tasks::{SubmitRequest, TaskError, TaskManager, queue_policy};
+use crate::tasks::{SubmitRequest, TaskManager, queue_policy};
 
 /// Where the schedule loop reads the time (tests inject their own).
 pub trait Clock: Send + Sync + 'static {
@@ -83,47 +83,6 @@ impl Default for ScheduleConfig {
 /// How many times the task of a fired scope is recorded before giving up
 /// (the reference: 3 attempts, backoff 100/200/400 ms).
 const RECORD_ATTEMPTS: u32 = 3;
-
-/// Why a schedule operation failed. The server maps these to gRPC codes.
-#[derive(Debug, thiserror::Error)]
-pub enum ScheduleError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error("{0}")]
-    NotFound(String),
-    #[error("{0}")]
-    FailedPrecondition(String),
-    #[error("{message}")]
-    Lookup { kind: LookupKind, message: String },
-    #[error(transparent)]
-    Task(#[from] TaskError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl From<SpecError> for ScheduleError {
-    fn from(e: SpecError) -> Self {
-        ScheduleError::Invalid(e.to_string())
-    }
-}
-
-impl From<ScopeError> for ScheduleError {
-    fn from(e: ScopeError) -> Self {
-        match e {
-            ScopeError::NoScopes => ScheduleError::FailedPrecondition(e.to_string()),
-            _ => ScheduleError::Invalid(e.to_string()),
-        }
-    }
-}
-
-impl From<resolve::LookupError> for ScheduleError {
-    fn from(e: resolve::LookupError) -> Self {
-        ScheduleError::Lookup {
-            kind: e.kind,
-            message: e.message,
-        }
-    }
-}
 
 /// A schedule to create (validated shape; spec checked here).
 #[derive(Debug, Clone)]
@@ -174,6 +133,8 @@ pub struct ScheduleManager {
     config: ScheduleConfig,
     clock: Arc<dyn Clock>,
     wake: Notify,
+    /// The dispatcher loop.
+    background: Background,
 }
 
 fn not_found(id: Uuid) -> ScheduleError {
@@ -199,6 +160,7 @@ impl ScheduleManager {
             config,
             clock,
             wake: Notify::new(),
+            background: Background::new("schedule dispatcher"),
         })
     }
 
@@ -212,10 +174,7 @@ impl ScheduleManager {
     /// Resolves a target spec to one scope per rack (spec §6.2): rack
     /// targets give the whole rack or a type filter, component targets are
     /// grouped per rack; a rack or component named twice is refused.
-    pub async fn resolve_scopes(
-        &self,
-        target: &TargetSpec,
-    ) -> Result<Vec<ScopeSpec>, ScheduleError> {
+    pub async fn resolve_scopes(&self, target: &TargetSpec) -> Result<Vec<ScopeSpec>, EngineError> {
         target.validate().map_err(ScheduleError::Invalid)?;
         let mut entries = Vec::new();
         match target {
@@ -242,7 +201,8 @@ impl ScheduleManager {
                         return Err(ScheduleError::FailedPrecondition(format!(
                             "component target {i}: component {} is not assigned to a rack",
                             c.id
-                        )));
+                        ))
+                        .into());
                     };
                     entries.push(ScopeSpec {
                         rack_id,
@@ -275,28 +235,26 @@ impl ScheduleManager {
     // ---- CRUD -------------------------------------------------------------------
 
     /// Creates an enabled schedule with its scopes (spec §6.2).
-    pub async fn create(&self, req: NewSchedule) -> Result<TaskSchedule, ScheduleError> {
+    pub async fn create(&self, req: NewSchedule) -> Result<TaskSchedule, EngineError> {
         if req.name.trim().is_empty() {
-            return Err(ScheduleError::Invalid("schedule name is required".into()));
+            return Err(ScheduleError::Invalid("schedule name is required".into()).into());
         }
         if req.catchup_window_secs < 0 {
-            return Err(ScheduleError::Invalid(
-                "catchup_window must not be negative".into(),
-            ));
+            return Err(
+                ScheduleError::Invalid("catchup_window must not be negative".into()).into(),
+            );
         }
         let (spec, timing) = ScheduleSpec::normalize(req.kind, &req.spec, &req.timezone)?;
         if let Some(rule_id) = req.template.rule_id
             && self.store.rule_get(rule_id).await?.is_none()
         {
-            return Err(ScheduleError::NotFound(format!(
-                "operation rule {rule_id} not found"
-            )));
+            return Err(
+                ScheduleError::NotFound(format!("operation rule {rule_id} not found")).into(),
+            );
         }
         let scopes = self.resolve_scopes(&req.target).await?;
         if scopes.is_empty() {
-            return Err(ScheduleError::FailedPrecondition(
-                ScopeError::NoScopes.to_string(),
-            ));
+            return Err(ScheduleError::FailedPrecondition(ScopeError::NoScopes.to_string()).into());
         }
         let now = self.clock.now();
         let id = Uuid::new_v4();
@@ -331,24 +289,25 @@ impl ScheduleManager {
         self.get(id).await
     }
 
-    pub async fn get(&self, id: Uuid) -> Result<TaskSchedule, ScheduleError> {
-        self.store
+    pub async fn get(&self, id: Uuid) -> Result<TaskSchedule, EngineError> {
+        Ok(self
+            .store
             .schedule_get(id)
             .await?
-            .ok_or_else(|| not_found(id))
+            .ok_or_else(|| not_found(id))?)
     }
 
     pub async fn list(
         &self,
         filter: &ScheduleFilter,
         page: Page,
-    ) -> Result<(Vec<TaskSchedule>, i64), ScheduleError> {
+    ) -> Result<(Vec<TaskSchedule>, i64), EngineError> {
         Ok(self.store.schedule_list(filter, page).await?)
     }
 
-    pub async fn delete(&self, id: Uuid) -> Result<(), ScheduleError> {
+    pub async fn delete(&self, id: Uuid) -> Result<(), EngineError> {
         if !self.store.schedule_delete(id).await? {
-            return Err(not_found(id));
+            return Err(not_found(id).into());
         }
         tracing::info!(schedule_id = %id, "task schedule deleted");
         Ok(())
@@ -381,7 +340,7 @@ impl ScheduleManager {
 
     /// Pauses (spec §6.4): a spent one-time schedule is refused, an already
     /// paused one is left as it is.
-    pub async fn pause(&self, id: Uuid) -> Result<TaskSchedule, ScheduleError> {
+    pub async fn pause(&self, id: Uuid) -> Result<TaskSchedule, EngineError> {
         let lock = self
             .locked(id, |lock, _| {
                 if lock.schedule.is_spent_one_time() {
@@ -398,7 +357,7 @@ impl ScheduleManager {
     /// Resumes (spec §6.4): interval and cron schedules get a next run
     /// computed from now (what was missed while paused is not replayed);
     /// a one-time schedule keeps its instant.
-    pub async fn resume(&self, id: Uuid) -> Result<TaskSchedule, ScheduleError> {
+    pub async fn resume(&self, id: Uuid) -> Result<TaskSchedule, EngineError> {
         let lock = self
             .locked(id, |lock, now| {
                 if lock.schedule.enabled {
@@ -425,16 +384,16 @@ impl ScheduleManager {
         &self,
         id: Uuid,
         update: ScheduleUpdate,
-    ) -> Result<TaskSchedule, ScheduleError> {
+    ) -> Result<TaskSchedule, EngineError> {
         if let Some(name) = &update.name
             && name.trim().is_empty()
         {
-            return Err(ScheduleError::Invalid("schedule name is required".into()));
+            return Err(ScheduleError::Invalid("schedule name is required".into()).into());
         }
         if update.catchup_window_secs.is_some_and(|w| w < 0) {
-            return Err(ScheduleError::Invalid(
-                "catchup_window must not be negative".into(),
-            ));
+            return Err(
+                ScheduleError::Invalid("catchup_window must not be negative".into()).into(),
+            );
         }
         let lock = self
             .locked(id, |lock, now| {
@@ -480,7 +439,7 @@ impl ScheduleManager {
 
     /// Fires now (spec §6.4): ignores `enabled` and the overlap policy,
     /// applies the after-fire step and submits on every scope.
-    pub async fn trigger(&self, id: Uuid) -> Result<Vec<Uuid>, ScheduleError> {
+    pub async fn trigger(&self, id: Uuid) -> Result<Vec<Uuid>, EngineError> {
         let mut fire_at = None;
         let lock = self
             .locked(id, |lock, now| {
@@ -510,17 +469,17 @@ impl ScheduleManager {
         };
         let (ids, first_error) = self.submit(firing).await;
         match (ids.is_empty(), first_error) {
-            (true, Some(e)) => Err(ScheduleError::Task(e)),
-            (true, None) => Err(ScheduleError::FailedPrecondition(
-                "failed to create any tasks".into(),
-            )),
+            (true, Some(e)) => Err(e),
+            (true, None) => {
+                Err(ScheduleError::FailedPrecondition("failed to create any tasks".into()).into())
+            }
             _ => Ok(ids),
         }
     }
 
     // ---- scopes -----------------------------------------------------------------
 
-    pub async fn scopes(&self, id: Uuid) -> Result<Vec<ScheduleScope>, ScheduleError> {
+    pub async fn scopes(&self, id: Uuid) -> Result<Vec<ScheduleScope>, EngineError> {
         self.get(id).await?;
         Ok(self.store.schedule_scopes(id).await?)
     }
@@ -530,7 +489,7 @@ impl ScheduleManager {
         &self,
         id: Uuid,
         target: &TargetSpec,
-    ) -> Result<Vec<ScheduleScope>, ScheduleError> {
+    ) -> Result<Vec<ScheduleScope>, EngineError> {
         self.get(id).await?;
         let added = self.resolve_scopes(target).await?;
         let lock = self
@@ -562,7 +521,7 @@ impl ScheduleManager {
         &self,
         id: Uuid,
         target: &TargetSpec,
-    ) -> Result<ScopeUpdate, ScheduleError> {
+    ) -> Result<ScopeUpdate, EngineError> {
         self.get(id).await?;
         let desired = self.resolve_scopes(target).await?;
         let mut counts = (0, 0, 0);
@@ -598,7 +557,7 @@ impl ScheduleManager {
     }
 
     /// Removes one scope; the last one of a schedule stays (spec §6.5).
-    pub async fn remove_scope(&self, scope_id: Uuid) -> Result<(), ScheduleError> {
+    pub async fn remove_scope(&self, scope_id: Uuid) -> Result<(), EngineError> {
         let scope = self
             .store
             .schedule_scope_get(scope_id)
@@ -633,7 +592,7 @@ impl ScheduleManager {
         template: &OperationTemplate,
         target: &TargetSpec,
         exclude: Option<Uuid>,
-    ) -> Result<Vec<TaskSchedule>, ScheduleError> {
+    ) -> Result<Vec<TaskSchedule>, EngineError> {
         let proposed = self.resolve_scopes(target).await?;
         let filter = ScheduleFilter {
             rack_id: None,
@@ -669,36 +628,43 @@ impl ScheduleManager {
 
     // ---- the dispatcher -----------------------------------------------------------
 
-    /// Starts the loop; it stops when `stop` fires.
-    pub fn spawn(self: &Arc<Self>, stop: CancellationToken) -> JoinHandle<()> {
+    /// Starts the loop; [`ScheduleManager::shutdown`] stops it.
+    pub fn spawn(self: &Arc<Self>) {
         let me = self.clone();
-        tokio::spawn(async move {
-            tracing::info!(
-                poll_ms = me.config.poll_interval.as_millis() as u64,
-                batch = me.config.batch,
-                "schedule dispatcher started"
-            );
-            loop {
-                let full = match me.tick().await {
-                    Ok(claimed) => claimed >= usize::try_from(me.config.batch).unwrap_or(0),
-                    Err(e) => {
-                        tracing::error!(error = %e, "schedule dispatcher pass failed");
-                        false
+        let stop = self.background.token().clone();
+        self.background
+            .spawn("schedule dispatcher loop", async move {
+                tracing::info!(
+                    poll_ms = me.config.poll_interval.as_millis() as u64,
+                    batch = me.config.batch,
+                    "schedule dispatcher started"
+                );
+                loop {
+                    let full = match me.tick().await {
+                        Ok(claimed) => claimed >= usize::try_from(me.config.batch).unwrap_or(0),
+                        Err(e) => {
+                            tracing::error!(error = %e, "schedule dispatcher pass failed");
+                            false
+                        }
+                    };
+                    let wait = if full {
+                        Duration::ZERO
+                    } else {
+                        me.sleep_for().await
+                    };
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = me.wake.notified() => {}
+                        () = tokio::time::sleep(wait) => {}
                     }
-                };
-                let wait = if full {
-                    Duration::ZERO
-                } else {
-                    me.sleep_for().await
-                };
-                tokio::select! {
-                    () = stop.cancelled() => break,
-                    () = me.wake.notified() => {}
-                    () = tokio::time::sleep(wait) => {}
                 }
-            }
-            tracing::info!("schedule dispatcher stopped");
-        })
+                tracing::info!("schedule dispatcher stopped");
+            });
+    }
+
+    /// Stops the loop and waits for its pass in flight.
+    pub async fn shutdown(&self) {
+        self.background.shutdown().await;
     }
 
     /// Until the earliest next run, at most the poll interval.
@@ -719,7 +685,7 @@ impl ScheduleManager {
 
     /// One pass: claims up to a batch of due schedules and fires them.
     /// Returns how many were claimed.
-    pub async fn tick(&self) -> Result<usize, ScheduleError> {
+    pub async fn tick(&self) -> Result<usize, EngineError> {
         let ids = self
             .store
             .schedule_due_ids(self.clock.now(), self.config.batch)
@@ -832,7 +798,7 @@ impl ScheduleManager {
 
     /// Submits one task per scope of a claimed occurrence and records each
     /// scope's task. Returns the created task ids and the first failure.
-    async fn submit(&self, firing: Firing) -> (Vec<Uuid>, Option<TaskError>) {
+    async fn submit(&self, firing: Firing) -> (Vec<Uuid>, Option<EngineError>) {
         let s = &firing.schedule;
         let strategy = match s.overlap_policy {
             OverlapPolicy::Queue => QueueStrategy::Queue,
@@ -841,7 +807,7 @@ impl ScheduleManager {
         let timeout = i32::try_from(s.template.queue_timeout_secs).unwrap_or(i32::MAX);
         let description = schedule::task_description(&s.name, firing.fire_at);
         let mut created = Vec::new();
-        let mut failures: Vec<(Uuid, TaskError)> = Vec::new();
+        let mut failures: Vec<(Uuid, EngineError)> = Vec::new();
         let mut recorded: HashMap<Uuid, Uuid> = HashMap::new();
         for scope in &firing.scopes {
             let req = SubmitRequest {

@@ -13,7 +13,6 @@ use rackflow_domain::schedule::{
 use rackflow_domain::target::{RackIdentifier, RackTarget, TargetSpec};
 use rackflow_domain::task::{TaskInformation, TaskType};
 use rackflow_store::{SqliteStore, Store, TaskFilter};
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::*;
@@ -50,7 +49,7 @@ struct Fixture {
     manager: Arc<ScheduleManager>,
     clock: Arc<ManualClock>,
     rack_id: Uuid,
-    stop: CancellationToken,
+    tasks: Arc<TaskManager>,
 }
 
 async fn fixture() -> Fixture {
@@ -105,18 +104,11 @@ async fn fixture() -> Fixture {
         registry.clone(),
         ExecutorConfig::default(),
     ));
-    let stop = CancellationToken::new();
-    let tasks = TaskManager::new(
-        store.clone(),
-        executor,
-        registry,
-        TaskConfig::default(),
-        stop.clone(),
-    );
+    let tasks = TaskManager::new(store.clone(), executor, registry, TaskConfig::default());
     let clock = Arc::new(ManualClock(Mutex::new(t0())));
     let manager = ScheduleManager::new(
         store.clone(),
-        tasks,
+        tasks.clone(),
         ScheduleConfig::default(),
         clock.clone(),
     );
@@ -125,7 +117,7 @@ async fn fixture() -> Fixture {
         manager,
         clock,
         rack_id,
-        stop,
+        tasks,
     }
 }
 
@@ -206,7 +198,7 @@ async fn interval_fires_on_its_grid_and_skips_what_was_missed() {
             "grid — 2026-01-01T00:00:40Z".to_string()
         ]
     );
-    f.stop.cancel();
+    f.tasks.shutdown().await;
 }
 
 #[tokio::test]
@@ -264,5 +256,5 @@ async fn catchup_window_coalesces_and_one_time_fires_once() {
     // Resume recomputes a paused interval from now.
     let resumed = f.manager.resume(s.id).await.expect("resume");
     assert_eq!(resumed.next_run_at, Some(at(3610)));
-    f.stop.cancel();
+    f.tasks.shutdown().await;
 }

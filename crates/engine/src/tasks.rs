@@ -13,29 +13,32 @@
 //! executors without touching task rows, so they resume the same way.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use parking_lot::Mutex;
 use rackflow_domain::conflict::{self, Promotion, PromotionInput, Submission, TaskShape};
+use rackflow_domain::dispatch;
 use rackflow_domain::planner;
 use rackflow_domain::report::Report;
 use rackflow_domain::rule::{self, OperationRule};
-use rackflow_domain::run::QueueStrategy;
+use rackflow_domain::run::{OperationRunTarget, QueueStrategy};
 use rackflow_domain::target::TargetSpec;
 use rackflow_domain::task::{
     QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages, status_message,
 };
 use rackflow_domain::{ComponentType, ComponentsByType};
 use rackflow_store::{
-    Store, StoreError, SubmitDecision, SubmitOutcome, TaskStart, TaskTransition, TaskUpdate,
+    Store, SubmitDecision, SubmitOutcome, SubmitReject, TaskStart, TaskTransition, TaskUpdate,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
-use crate::error::LookupKind;
+use crate::background::Background;
+use crate::error::TaskError;
+use crate::error::{EngineError, LookupKind};
 use crate::executor::{LocalExecutor, ReportSink, TaskJob, TaskOutcome};
 use crate::manager::{ComponentRef, ManagerRegistry};
 use crate::resolve;
@@ -73,28 +76,27 @@ pub struct SubmitRequest {
     pub required_rack_id: Option<Uuid>,
 }
 
-/// Why a task operation failed. The server maps these to gRPC codes.
-#[derive(Debug, thiserror::Error)]
-pub enum TaskError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error("{message}")]
-    Lookup { kind: LookupKind, message: String },
-    #[error("operation rule {0} not found")]
-    RuleNotFound(Uuid),
-    #[error("task {0} not found")]
-    NotFound(Uuid),
-    /// Rack conflict under the REJECT strategy (decision C3).
-    #[error("rack {0} already has a conflicting task")]
-    RackConflict(Uuid),
-    #[error("waiting queue is full ({0}/{max} tasks)", max = rackflow_domain::task::MAX_WAITING_PER_RACK)]
-    QueueFull(usize),
-    /// The task cannot run as asked (rule not applicable, component not
-    /// linked, capability missing, not cancellable).
-    #[error("{0}")]
-    Precondition(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
+impl From<rackflow_domain::dispatch::ChildRequest> for SubmitRequest {
+    /// An operation run target's child task (§3.7).
+    fn from(child: rackflow_domain::dispatch::ChildRequest) -> SubmitRequest {
+        SubmitRequest {
+            task_type: child.task_type,
+            information: child.information,
+            description: child.description,
+            target: child.target,
+            queue: child.queue,
+            rule_id: child.rule_id,
+            idempotency_key: Some(child.idempotency_key),
+            required_rack_id: Some(child.required_rack_id),
+        }
+    }
+}
+
+/// What submitting to one rack reads before its transaction, read ahead
+/// when the rack is known from the request.
+struct RackReads {
+    components: rackflow_store::StoreResult<Vec<rackflow_domain::inventory::Component>>,
+    rule: rule::ResolvedRule,
 }
 
 /// A task changed status (for the operation-run dispatcher and watchers).
@@ -113,9 +115,9 @@ pub struct TaskManager {
     config: TaskConfig,
     /// Per running task: the token a user cancel fires.
     running: Mutex<HashMap<Uuid, CancellationToken>>,
-    /// Stops every executor without touching task rows (shutdown).
-    shutdown: CancellationToken,
-    tracker: TaskTracker,
+    /// The promoter, every executor and their report writers. Its token
+    /// stops every executor without touching task rows (shutdown).
+    background: Background,
     promote_tx: mpsc::Sender<Uuid>,
     promote_rx: Mutex<Option<mpsc::Receiver<Uuid>>>,
     events: broadcast::Sender<TaskEvent>,
@@ -127,7 +129,6 @@ impl TaskManager {
         executor: Arc<LocalExecutor>,
         registry: Arc<ManagerRegistry>,
         config: TaskConfig,
-        shutdown: CancellationToken,
     ) -> Arc<TaskManager> {
         // Notifications beyond the buffer are dropped; the sweep catches up.
         let (promote_tx, promote_rx) = mpsc::channel(256);
@@ -138,8 +139,7 @@ impl TaskManager {
             registry,
             config,
             running: Mutex::new(HashMap::new()),
-            shutdown,
-            tracker: TaskTracker::new(),
+            background: Background::new("task manager"),
             promote_tx,
             promote_rx: Mutex::new(Some(promote_rx)),
             events,
@@ -163,7 +163,30 @@ impl TaskManager {
 
     /// The submission pipeline of spec §3.3; returns the created (or, for an
     /// idempotency key, the existing) task ids.
-    pub async fn submit(self: &Arc<Self>, req: SubmitRequest) -> Result<Vec<Uuid>, TaskError> {
+    pub async fn submit(self: &Arc<Self>, req: SubmitRequest) -> Result<Vec<Uuid>, EngineError> {
+        Ok(self.submit_linked(req, None).await?.0)
+    }
+
+    /// [`TaskManager::submit`] of an operation run target's child task
+    /// (§3.7): when the task is inserted, `claimed` is written as submitted
+    /// with it ([`dispatch::on_submitted`]) in the same transaction — one
+    /// commit per freed slot instead of two, and the link between the
+    /// target and its task can never be lost between them. Returns the task
+    /// ids and whether the target was written (not when the idempotency key
+    /// found an existing task).
+    pub async fn submit_child(
+        self: &Arc<Self>,
+        req: SubmitRequest,
+        claimed: &OperationRunTarget,
+    ) -> Result<(Vec<Uuid>, bool), EngineError> {
+        Ok(self.submit_linked(req, Some(claimed)).await?)
+    }
+
+    async fn submit_linked(
+        self: &Arc<Self>,
+        req: SubmitRequest,
+        claimed: Option<&OperationRunTarget>,
+    ) -> Result<(Vec<Uuid>, bool), TaskError> {
         if req.idempotency_key.is_some() && req.required_rack_id.is_none() {
             return Err(TaskError::Invalid(
                 "idempotency key requires a required rack id".into(),
@@ -189,12 +212,32 @@ impl TaskManager {
             None => None,
         };
 
-        let resolved = resolve::resolve_spec(self.store.as_ref(), &req.target)
-            .await
-            .map_err(|e| TaskError::Lookup {
-                kind: e.kind,
-                message: e.message,
-            })?;
+        let resolve = resolve::resolve_spec(self.store.as_ref(), &req.target);
+        let (resolved, mut known_rack) = match req.required_rack_id {
+            // The rack is known before the target resolves (an operation run
+            // target's child, a schedule scope's task): its components and
+            // rule are read at the same time as the target, not after it —
+            // a freed dispatcher slot waited for these reads one by one.
+            Some(rack_id) => {
+                let rack_ids = [rack_id];
+                let (resolved, components, rule) = tokio::join!(
+                    resolve,
+                    self.store.components_of_racks(&rack_ids),
+                    self.resolve_rule(
+                        req.task_type,
+                        &req.information.code,
+                        rack_id,
+                        explicit.as_ref()
+                    ),
+                );
+                (resolved, Some(RackReads { components, rule }))
+            }
+            None => (resolve.await, None),
+        };
+        let resolved = resolved.map_err(|e| TaskError::Lookup {
+            kind: e.kind,
+            message: e.message,
+        })?;
         let mut racks = planner::normalize_candidates(resolved)
             .map_err(|e| TaskError::Invalid(e.to_string()))?;
         if racks.is_empty() {
@@ -213,13 +256,24 @@ impl TaskManager {
         racks.sort_by_key(|r| r.rack_id);
 
         let mut created = Vec::new();
+        let mut target_written = false;
         let mut first_error = None;
         for rack in racks {
             match self
-                .submit_rack(&req, explicit.as_ref(), rack.rack_id, rack.components)
+                .submit_rack(
+                    &req,
+                    explicit.as_ref(),
+                    rack.rack_id,
+                    rack.components,
+                    claimed,
+                    known_rack.take(),
+                )
                 .await
             {
-                Ok(id) => created.push(id),
+                Ok((id, written)) => {
+                    created.push(id);
+                    target_written |= written;
+                }
                 Err(e) => {
                     tracing::warn!(rack_id = %rack.rack_id, error = %e, "task not created for rack");
                     if req.required_rack_id.is_some() {
@@ -231,7 +285,7 @@ impl TaskManager {
         }
         match (created.is_empty(), first_error) {
             (true, Some(e)) => Err(e),
-            _ => Ok(created),
+            _ => Ok((created, target_written)),
         }
     }
 
@@ -241,8 +295,17 @@ impl TaskManager {
         explicit: Option<&OperationRule>,
         rack_id: Uuid,
         components: ComponentsByType,
-    ) -> Result<Uuid, TaskError> {
-        let rack_components = self.store.components_of_racks(&[rack_id]).await?;
+        claimed: Option<&OperationRunTarget>,
+        read: Option<RackReads>,
+    ) -> Result<(Uuid, bool), TaskError> {
+        let (rack_components, resolved) = match read {
+            Some(read) => (read.components?, read.rule),
+            None => (
+                self.store.components_of_racks(&[rack_id]).await?,
+                self.resolve_rule(req.task_type, &req.information.code, rack_id, explicit)
+                    .await,
+            ),
+        };
         for (_, ids) in components.iter() {
             for id in ids {
                 let linked = rack_components
@@ -256,9 +319,6 @@ impl TaskManager {
                 }
             }
         }
-        let resolved = self
-            .resolve_rule(req.task_type, &req.information.code, rack_id, explicit)
-            .await;
         let targeted: Vec<ComponentType> = components.iter().map(|(t, _)| t).collect();
         if !resolved.definition.applies_to(&targeted) {
             return Err(TaskError::Precondition(format!(
@@ -352,9 +412,9 @@ impl TaskManager {
                     queue_expires_at: Some(expires_at),
                     start: None,
                 },
-                Submission::RejectConflict => SubmitDecision::Reject("conflict".into()),
+                Submission::RejectConflict => SubmitDecision::Reject(SubmitReject::RackConflict),
                 Submission::RejectQueueFull { waiting } => {
-                    SubmitDecision::Reject(format!("queue-full:{waiting}"))
+                    SubmitDecision::Reject(SubmitReject::QueueFull { waiting })
                 }
             }
         };
@@ -362,26 +422,38 @@ impl TaskManager {
         // `start`): a cancel landing between the insert and `spawn_run` then
         // stops the executor before its first call.
         self.cancel_token(task.id);
-        let submitted = self.store.task_submit(&task, &decide).await;
+        let submitted = match claimed {
+            Some(claimed) => {
+                let mut linked = claimed.clone();
+                dispatch::on_submitted(&mut linked, task.id, Utc::now());
+                self.store
+                    .task_submit_for_target(&task, &decide, &linked)
+                    .await
+            }
+            None => self.store.task_submit(&task, &decide).await,
+        };
         if !matches!(&submitted, Ok(SubmitOutcome::Inserted(stored)) if stored.status == TaskStatus::Running)
         {
             self.forget_cancel_token(task.id);
         }
         match submitted? {
-            SubmitOutcome::Existing(existing) => Ok(existing.id),
-            SubmitOutcome::Rejected(reason) => Err(match reason.strip_prefix("queue-full:") {
-                Some(n) => TaskError::QueueFull(n.parse().unwrap_or(0)),
-                None => TaskError::RackConflict(rack_id),
-            }),
+            SubmitOutcome::Existing(existing) => Ok((existing.id, false)),
+            SubmitOutcome::Rejected(SubmitReject::QueueFull { waiting }) => {
+                Err(TaskError::QueueFull(waiting))
+            }
+            SubmitOutcome::Rejected(SubmitReject::RackConflict) => {
+                Err(TaskError::RackConflict(rack_id))
+            }
             SubmitOutcome::Inserted(stored) => {
                 tracing::info!(task_id = %stored.id, rack_id = %rack_id, operation = %stored.operation(), status = %stored.status, "task submitted");
                 self.emit(&stored);
+                let linked = claimed.is_some();
                 if stored.status == TaskStatus::Running {
                     let id = stored.id;
                     self.spawn_run(stored, None);
-                    return Ok(id);
+                    return Ok((id, linked));
                 }
-                Ok(stored.id)
+                Ok((stored.id, linked))
             }
         }
     }
@@ -480,31 +552,32 @@ impl TaskManager {
 
     /// The token a user cancel of task `id` fires; created on first use.
     fn cancel_token(&self, id: Uuid) -> CancellationToken {
-        match self.running.lock() {
-            Ok(mut running) => running
-                .entry(id)
-                .or_insert_with(|| self.shutdown.child_token())
-                .clone(),
-            Err(_) => self.shutdown.child_token(),
-        }
+        self.running
+            .lock()
+            .entry(id)
+            .or_insert_with(|| self.background.token().child_token())
+            .clone()
     }
 
     fn forget_cancel_token(&self, id: Uuid) {
-        if let Ok(mut running) = self.running.lock() {
-            running.remove(&id);
-        }
+        self.running.lock().remove(&id);
     }
 
     fn spawn_run(self: &Arc<Self>, task: Task, resume_from: Option<Report>) {
         let user_cancel = self.cancel_token(task.id);
         let manager = Arc::clone(self);
-        self.tracker.spawn(async move {
+        let task_id = task.id;
+        let run = self.background.spawn("task run", async move {
             let (outcome, last_report) = manager
                 .execute(&task, resume_from, user_cancel.clone())
                 .await;
             manager.forget_cancel_token(task.id);
             manager.finish(&task, outcome, last_report).await;
         });
+        if run.is_none() {
+            self.forget_cancel_token(task_id);
+            tracing::info!(task_id = %task_id, "task not started: shutting down; it resumes on the next start");
+        }
     }
 
     /// Runs the task; returns the outcome and the newest report snapshot
@@ -518,7 +591,8 @@ impl TaskManager {
     ) -> (Result<TaskOutcome, TaskError>, Option<serde_json::Value>) {
         match self.prepare(task, resume_from).await {
             Ok(Ok(job)) => {
-                let (sink, writer) = StoreSink::start(Arc::clone(&self.store), task.id);
+                let (sink, writer) =
+                    StoreSink::start(Arc::clone(&self.store), task.id, &self.background);
                 let outcome = self.executor.run(job, sink.clone(), cancel).await;
                 let last_report = sink.finish(writer).await;
                 (Ok(outcome), last_report)
@@ -598,7 +672,7 @@ impl TaskManager {
                 if let Some(report) = last_report {
                     persist_report(self.store.as_ref(), task.id, report).await;
                 }
-                if self.shutdown.is_cancelled() {
+                if self.background.is_stopping() {
                     tracing::info!(task_id = %task.id, "task interrupted by shutdown; it resumes on the next start");
                 }
                 self.notify_rack(task.rack_id);
@@ -641,7 +715,7 @@ impl TaskManager {
     // ---- cancellation -----------------------------------------------------
 
     /// Cancels a task in any state (spec §3.6).
-    pub async fn cancel(self: &Arc<Self>, id: Uuid) -> Result<Task, TaskError> {
+    pub async fn cancel(self: &Arc<Self>, id: Uuid) -> Result<Task, EngineError> {
         let task = self
             .store
             .task_get(id)
@@ -653,7 +727,8 @@ impl TaskManager {
                 return Err(TaskError::Precondition(format!(
                     "task {id} is not cancellable: it is {}",
                     task.status
-                )));
+                ))
+                .into());
             }
             _ => {}
         }
@@ -670,7 +745,8 @@ impl TaskManager {
             ..Default::default()
         };
         let updated = self.store.task_update(id, &update).await?;
-        if let Some(token) = self.running.lock().ok().and_then(|r| r.get(&id).cloned()) {
+        let token = self.running.lock().get(&id).cloned();
+        if let Some(token) = token {
             token.cancel();
         }
         let current = match updated {
@@ -691,7 +767,8 @@ impl TaskManager {
             Err(TaskError::Precondition(format!(
                 "task {id} is not cancellable: it is {}",
                 current.status
-            )))
+            ))
+            .into())
         }
     }
 
@@ -703,7 +780,7 @@ impl TaskManager {
     }
 
     /// Expires and promotes the waiting tasks of one rack; starts promoted ones.
-    pub async fn promote_rack(self: &Arc<Self>, rack_id: Uuid) -> Result<(), TaskError> {
+    pub async fn promote_rack(self: &Arc<Self>, rack_id: Uuid) -> Result<(), EngineError> {
         let decide = |tasks: &[Task]| -> Vec<TaskTransition> {
             let inputs: Vec<PromotionInput> = tasks
                 .iter()
@@ -763,12 +840,12 @@ impl TaskManager {
     /// Runs the promoter until shutdown: on every finished task of a rack,
     /// and a full sweep every `promoter_sweep`.
     pub fn spawn_promoter(self: &Arc<Self>) {
-        let Some(mut rx) = self.promote_rx.lock().ok().and_then(|mut r| r.take()) else {
+        let Some(mut rx) = self.promote_rx.lock().take() else {
             return;
         };
         let manager = Arc::clone(self);
-        let shutdown = self.shutdown.clone();
-        self.tracker.spawn(async move {
+        let shutdown = self.background.token().clone();
+        self.background.spawn("promoter", async move {
             let mut tick = tokio::time::interval(manager.config.promoter_sweep);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -790,7 +867,7 @@ impl TaskManager {
 
     /// Resumes what a previous process left: running tasks continue from
     /// their first unfinished stage, pending tasks start.
-    pub async fn recover(self: &Arc<Self>) -> Result<usize, TaskError> {
+    pub async fn recover(self: &Arc<Self>) -> Result<usize, EngineError> {
         let tasks = self
             .store
             .tasks_with_status(&[TaskStatus::Running, TaskStatus::Pending])
@@ -824,11 +901,10 @@ impl TaskManager {
         Ok(count)
     }
 
-    /// Waits for the promoter and every executor to stop (after the shutdown
-    /// token passed to [`TaskManager::new`] fired).
-    pub async fn wait_stopped(&self) {
-        self.tracker.close();
-        self.tracker.wait().await;
+    /// Stops the promoter and every executor (task rows are left as they
+    /// are, so the next start resumes them) and waits for them.
+    pub async fn shutdown(&self) {
+        self.background.shutdown().await;
     }
 }
 
@@ -868,14 +944,17 @@ impl StoreSink {
     fn start(
         store: Arc<dyn Store>,
         task_id: Uuid,
+        background: &Background,
     ) -> (
         Arc<StoreSink>,
-        tokio::task::JoinHandle<Option<serde_json::Value>>,
+        Option<tokio::task::JoinHandle<Option<serde_json::Value>>>,
     ) {
         let (latest, mut rx) = tokio::sync::watch::channel(None::<serde_json::Value>);
         let stop = CancellationToken::new();
         let stopped = stop.clone();
-        let writer = tokio::spawn(async move {
+        // No writer once shutdown started: the outcome write then carries
+        // the last snapshot (`finish`).
+        let writer = background.spawn("report writer", async move {
             loop {
                 tokio::select! {
                     // Stop wins over a pending change: the caller writes that
@@ -915,9 +994,12 @@ impl StoreSink {
     /// guards against a stuck database write.
     async fn finish(
         &self,
-        writer: tokio::task::JoinHandle<Option<serde_json::Value>>,
+        writer: Option<tokio::task::JoinHandle<Option<serde_json::Value>>>,
     ) -> Option<serde_json::Value> {
         self.stop.cancel();
+        let Some(writer) = writer else {
+            return self.latest.borrow().clone();
+        };
         match tokio::time::timeout(Duration::from_secs(10), writer).await {
             Ok(Ok(pending)) => pending,
             Ok(Err(e)) => {

@@ -1,6 +1,7 @@
 //! Rollout and task benchmarks, rerun with
 //! `cargo bench -p rackflow-server --bench rollout [NAME]`
-//! (NAME filters: makespan, first-task, concurrent, tasks, task-wall).
+//! (NAME filters, any number of them: makespan, first-task, concurrent, tasks,
+//! task-wall).
 //!
 //! Every figure is printed with the baseline it is compared to, measured in
 //! the same run on the same machine:
@@ -624,8 +625,14 @@ fn main() {
             .with_writer(std::io::stderr)
             .init();
     }
-    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
-    let wants = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
+    // Every non-flag argument is a name filter (`-- makespan concurrent
+    // first-task`); none runs every bench.
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wants =
+        |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

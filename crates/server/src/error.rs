@@ -6,10 +6,8 @@
 //! error's own text as the message, unchanged.
 
 use rackflow_engine::EngineError;
-use rackflow_engine::error::LookupKind;
-use rackflow_engine::schedules::ScheduleError;
+use rackflow_engine::error::{LookupKind, ScheduleError, TaskError};
 use rackflow_engine::store::StoreError;
-use rackflow_engine::tasks::TaskError;
 use tonic::{Code, Status};
 
 use crate::convert::Invalid;
@@ -26,10 +24,18 @@ pub enum ApiError {
     CredentialsNeedKey,
     #[error(transparent)]
     Engine(#[from] EngineError),
-    #[error(transparent)]
-    Task(#[from] TaskError),
-    #[error(transparent)]
-    Schedule(#[from] ScheduleError),
+}
+
+impl From<TaskError> for ApiError {
+    fn from(e: TaskError) -> Self {
+        ApiError::Engine(EngineError::Task(e))
+    }
+}
+
+impl From<ScheduleError> for ApiError {
+    fn from(e: ScheduleError) -> Self {
+        ApiError::Engine(EngineError::Schedule(e))
+    }
 }
 
 impl ApiError {
@@ -39,8 +45,6 @@ impl ApiError {
             ApiError::Invalid(_) => Code::InvalidArgument,
             ApiError::CredentialsNeedKey => Code::FailedPrecondition,
             ApiError::Engine(e) => engine_code(e),
-            ApiError::Task(e) => task_code(e),
-            ApiError::Schedule(e) => schedule_code(e),
         }
     }
 }
@@ -58,6 +62,8 @@ fn engine_code(err: &EngineError) -> Code {
         EngineError::Plan { kind, .. } | EngineError::Lookup { kind, .. } => lookup_code(*kind),
         EngineError::RackWithoutExternalId(_) | EngineError::Control(_) => Code::FailedPrecondition,
         EngineError::StatsGap { .. } => Code::Internal,
+        EngineError::Task(t) => task_code(t),
+        EngineError::Schedule(s) => schedule_code(s),
         EngineError::Store(s) => store_code(s),
     }
 }

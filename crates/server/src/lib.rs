@@ -113,14 +113,7 @@ pub async fn serve_with_fleet(
         registry.clone(),
         ExecutorConfig::default(),
     ));
-    let tasks_stop = CancellationToken::new();
-    let tasks = TaskManager::new(
-        store.clone(),
-        executor,
-        registry,
-        config.tasks.engine(),
-        tasks_stop.clone(),
-    );
+    let tasks = TaskManager::new(store.clone(), executor, registry, config.tasks.engine());
     tasks.spawn_promoter();
     match tasks.recover().await {
         Ok(0) => {}
@@ -128,12 +121,9 @@ pub async fn serve_with_fleet(
         Err(e) => tracing::error!(error = %e, "task recovery failed; the promoter sweep retries"),
     }
     let dispatcher = Dispatcher::new(store.clone(), tasks.clone(), config.dispatcher.engine());
-    let dispatcher_stop = CancellationToken::new();
-    let dispatcher_loop = config
-        .dispatcher
-        .enabled
-        .then(|| dispatcher.spawn(dispatcher_stop.clone()));
-    if dispatcher_loop.is_none() {
+    if config.dispatcher.enabled {
+        dispatcher.spawn();
+    } else {
         tracing::warn!("dispatcher disabled: operation runs are not driven by this server");
     }
 
@@ -143,14 +133,17 @@ pub async fn serve_with_fleet(
         config.schedules.engine(),
         Arc::new(SystemClock),
     );
-    let schedules_stop = CancellationToken::new();
-    let schedules_loop = config
-        .schedules
-        .enabled
-        .then(|| schedules.spawn(schedules_stop.clone()));
-    if schedules_loop.is_none() {
+    if config.schedules.enabled {
+        schedules.spawn();
+    } else {
         tracing::warn!("schedule dispatcher disabled: task schedules do not fire on this server");
     }
+
+    let engine = rackflow_engine::Engine {
+        tasks: tasks.clone(),
+        dispatcher: dispatcher.clone(),
+        schedules: schedules.clone(),
+    };
 
     let runs = RunManager::new(store.clone(), config.planner.max_candidate_targets);
     // Open watch streams end as soon as shutdown starts (else they would
@@ -210,18 +203,9 @@ pub async fn serve_with_fleet(
     health_reporter
         .set_not_serving::<FlowExtensionsServer<flow::FlowService>>()
         .await;
+    // Watch streams first: they only read, and end with UNAVAILABLE.
     watches.stop().await;
-    dispatcher_stop.cancel();
-    if let Some(handle) = dispatcher_loop {
-        let _ = handle.await;
-    }
-    // Schedule dispatcher after the run dispatcher (the reference's order).
-    schedules_stop.cancel();
-    if let Some(handle) = schedules_loop {
-        let _ = handle.await;
-    }
-    tasks_stop.cancel();
-    tasks.wait_stopped().await;
+    engine.shutdown().await;
     tracing::info!("flow server stopped");
     served?;
     Ok(())

@@ -329,7 +329,16 @@ impl<B: Backend> Store for B {
         task: &Task,
         decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
     ) -> StoreResult<SubmitOutcome> {
-        tasks::task_submit(self, task, decide).await
+        tasks::task_submit(self, task, decide, None).await
+    }
+
+    async fn task_submit_for_target(
+        &self,
+        task: &Task,
+        decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
+        target: &OperationRunTarget,
+    ) -> StoreResult<SubmitOutcome> {
+        tasks::task_submit(self, task, decide, Some(target)).await
     }
 
     async fn task_promote(

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentType;
-use rackflow_domain::dispatch::EarlierPhases;
+use rackflow_domain::dispatch::LockedRun;
 use rackflow_domain::inventory::{Component, Rack};
 use rackflow_domain::rule::{OperationRule, RackRuleAssociation, RuleDefinition};
 use rackflow_domain::run::{OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery};
@@ -94,8 +94,19 @@ pub enum SubmitDecision {
         queue_expires_at: Option<DateTime<Utc>>,
         start: Option<TaskStart>,
     },
-    /// Write nothing; the text comes back in [`SubmitOutcome::Rejected`].
-    Reject(String),
+    /// Write nothing; the reason comes back in [`SubmitOutcome::Rejected`].
+    Reject(SubmitReject),
+}
+
+/// Why a submitter rejected a task after seeing the rack's unfinished ones.
+/// Typed across the seam so that the engine maps it to its error without
+/// parsing text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubmitReject {
+    /// The task conflicts with an unfinished one and may not queue.
+    RackConflict,
+    /// The rack's waiting queue holds `waiting` tasks already.
+    QueueFull { waiting: usize },
 }
 
 /// The columns of a task inserted straight into `running` because its
@@ -119,7 +130,7 @@ pub enum SubmitOutcome {
     /// (possibly on another rack: the caller checks); nothing was written.
     Existing(Task),
     /// `decide` rejected; nothing was written.
-    Rejected(String),
+    Rejected(SubmitReject),
 }
 
 /// A status change the promoter / canceller wants applied by
@@ -165,25 +176,10 @@ pub struct TaskFilter {
 }
 
 /// The locked state of one run for a dispatcher attempt or a manual control
-/// ([`Store::run_lock_apply`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunLock {
-    pub run: OperationRun,
-    /// The *unsettled* targets of `run.current_phase_index` (every status
-    /// but the terminal completed, failed, terminated and skipped), ordered
-    /// by sequence_index, locked. Settled targets never change again, so
-    /// they are only counted (`settled`): a dispatcher attempt per freed
-    /// slot used to read and decode every target of the phase, twice.
-    pub targets: Vec<OperationRunTarget>,
-    /// Aggregate of the current phase's settled targets (not loaded).
-    pub settled: EarlierPhases,
-    /// Aggregate of targets with phase_index < current (not locked).
-    pub earlier: EarlierPhases,
-    /// Status and message of the child task of every locked target that has
-    /// one, read in the same statement as the targets (the task rows are
-    /// not locked): what reconciliation needs, without a read of its own.
-    pub task_states: std::collections::HashMap<Uuid, (TaskStatus, String)>,
-}
+/// ([`Store::run_lock_apply`]): the domain's [`LockedRun`]. The targets are
+/// the current phase's unsettled ones, locked, with their child tasks'
+/// states read in the same statement (the task rows are not locked).
+pub type RunLock = LockedRun;
 
 /// How [`Store::run_lock_apply`] takes the run's row lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -428,6 +424,18 @@ pub trait Store: Send + Sync + 'static {
         &self,
         task: &Task,
         decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
+    ) -> StoreResult<SubmitOutcome>;
+
+    /// [`Store::task_submit`] of an operation run target's child task: when
+    /// the task is inserted, `target` (as the dispatcher wants it once its
+    /// child exists) is written in the same transaction, `updated_at`
+    /// stamped by the store. Nothing else differs; an existing or rejected
+    /// task leaves the target alone.
+    async fn task_submit_for_target(
+        &self,
+        task: &Task,
+        decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
+        target: &OperationRunTarget,
     ) -> StoreResult<SubmitOutcome>;
 
     /// Under the same per-rack serialisation as [`Store::task_submit`]:

@@ -413,7 +413,7 @@ fn target_update_sql(target: &OperationRunTarget, updated_at: DateTime<Utc>) -> 
 /// Runs [`target_update_sql`]: a missing row answers `NotFound`
 /// (`operation run target <id>`), a `task_id` naming no task `NotFound`
 /// (`task <id>`).
-async fn write_target<T: Txn>(
+pub(crate) async fn write_target<T: Txn>(
     tx: &mut T,
     target: &OperationRunTarget,
     updated_at: DateTime<Utc>,

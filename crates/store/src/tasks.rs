@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentsByType;
-use rackflow_domain::run::{Page, QueueStrategy};
+use rackflow_domain::run::{OperationRunTarget, Page, QueueStrategy};
 use rackflow_domain::task::{QueuePolicy, Task, TaskStatus, TaskType};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -180,6 +180,7 @@ pub(crate) async fn task_submit<'d, B: Backend>(
     backend: &B,
     task: &Task,
     decide: &'d (dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync + 'd),
+    target: Option<&OperationRunTarget>,
 ) -> StoreResult<SubmitOutcome> {
     let key = opt_non_empty(&task.idempotency_key);
     let mut tx = backend.begin().await?;
@@ -198,9 +199,9 @@ pub(crate) async fn task_submit<'d, B: Backend>(
 
     let unfinished = unfinished_of_rack(&mut tx, task.rack_id).await?;
     let (status, message, queue_expires_at, start) = match decide(&unfinished) {
-        SubmitDecision::Reject(text) => {
+        SubmitDecision::Reject(reason) => {
             tx.rollback().await?;
-            return Ok(SubmitOutcome::Rejected(text));
+            return Ok(SubmitOutcome::Rejected(reason));
         }
         SubmitDecision::Insert {
             status,
@@ -271,6 +272,9 @@ pub(crate) async fn task_submit<'d, B: Backend>(
         what: "task",
         detail: "INSERT … RETURNING gave no row".to_string(),
     })?;
+    if let Some(target) = target {
+        crate::runs::write_target(&mut tx, target, now).await?;
+    }
     tx.commit().await?;
     Ok(SubmitOutcome::Inserted(stored))
 }

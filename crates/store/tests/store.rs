@@ -37,8 +37,8 @@ use rackflow_domain::target::{ComponentFilter, RackIdentifier, RackTarget, Targe
 use rackflow_domain::task::{QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages};
 use rackflow_store::{
     ComponentFilterQuery, ComponentPatch, DbTarget, LockMode, PgStore, RackFilter, RunLock,
-    SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, TaskFilter, TaskStart,
-    TaskTransition, TaskUpdate, open_store,
+    SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject, TaskFilter,
+    TaskStart, TaskTransition, TaskUpdate, open_store,
 };
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, Executor, PgConnection};
@@ -2658,14 +2658,11 @@ async fn task_submit_inserts_rejects_and_dedupes(db: &Db) {
     let outcome = store
         .task_submit(&task(5, id(1)), &|unfinished| {
             seen.lock().unwrap().push(ids(unfinished));
-            SubmitDecision::Reject(format!("rack {} already has a conflicting task", id(1)))
+            SubmitDecision::Reject(SubmitReject::RackConflict)
         })
         .await
         .unwrap();
-    assert_eq!(
-        outcome,
-        SubmitOutcome::Rejected(format!("rack {} already has a conflicting task", id(1)))
-    );
+    assert_eq!(outcome, SubmitOutcome::Rejected(SubmitReject::RackConflict));
     assert_eq!(seen.lock().unwrap().as_slice(), [vec![id(1), id(2)]]);
     assert_eq!(store.task_get(id(5)).await.unwrap(), None);
     assert_eq!(db.count("task").await, 4);
@@ -2768,7 +2765,7 @@ async fn task_submit_is_serialised_per_rack(db: &Db) {
                     if unfinished.is_empty() {
                         insert_as(TaskStatus::Pending, messages::PENDING)
                     } else {
-                        SubmitDecision::Reject("busy".into())
+                        SubmitDecision::Reject(SubmitReject::QueueFull { waiting: 5 })
                     }
                 })
                 .await
@@ -2779,7 +2776,9 @@ async fn task_submit_is_serialised_per_rack(db: &Db) {
     for handle in handles {
         match handle.await.unwrap() {
             SubmitOutcome::Inserted(t) => inserted.push(t.rack_id),
-            SubmitOutcome::Rejected(text) => assert_eq!(text, "busy"),
+            SubmitOutcome::Rejected(reason) => {
+                assert_eq!(reason, SubmitReject::QueueFull { waiting: 5 })
+            }
             other => panic!("unexpected {other:?}"),
         }
     }

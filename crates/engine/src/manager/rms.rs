@@ -37,13 +37,13 @@ use rackflow_api::rack_manager as pb;
 use rackflow_api::rack_manager::rack_manager_client::RackManagerClient;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tonic::transport::{Channel, Endpoint};
 
 use super::{
     ComponentManager, ComponentRef, FirmwareControl, FirmwareRequest, FirmwareState,
     FirmwareStatus, ManagerError, PowerControl, PowerOp, PowerState, PowerStatus,
 };
+use crate::background::Background;
 
 /// Settings of the provider (Flow's `[rms]` section; defaults documented in
 /// `docs/configuration.md`).
@@ -107,13 +107,14 @@ pub struct RmsManager {
     config: RmsProviderConfig,
     jobs: Arc<Mutex<HashMap<(String, String), TrackedJob>>>,
     changes: Arc<tokio::sync::watch::Sender<u64>>,
-    /// Stops the pollers when the manager is dropped.
-    stop: CancellationToken,
+    /// The job pollers; cancelled when the manager is dropped (it lives
+    /// behind the registry's trait objects, which have no async stop).
+    pollers: Background,
 }
 
 impl Drop for RmsManager {
     fn drop(&mut self) {
-        self.stop.cancel();
+        self.pollers.token().cancel();
     }
 }
 
@@ -133,7 +134,7 @@ impl RmsManager {
             config,
             jobs: Arc::default(),
             changes: Arc::new(changes),
-            stop: CancellationToken::new(),
+            pollers: Background::new("rack-manager job pollers"),
         })
     }
 
@@ -182,10 +183,10 @@ impl RmsManager {
         let mut client = self.client.clone();
         let jobs = Arc::clone(&self.jobs);
         let changes = Arc::clone(&self.changes);
-        let stop = self.stop.clone();
+        let stop = self.pollers.token().clone();
         let interval = Duration::from_millis(self.config.poll_interval_ms.max(1));
         let deadline = Instant::now() + Duration::from_secs(self.config.job_timeout_secs);
-        tokio::spawn(async move {
+        self.pollers.spawn("rack-manager job poller", async move {
             loop {
                 tokio::select! {
                     () = stop.cancelled() => return,

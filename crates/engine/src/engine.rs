@@ -1,0 +1,29 @@
+//! The engine's running subsystems as one value, so that the order in which
+//! they stop is written once.
+
+use std::sync::Arc;
+
+use crate::dispatcher::Dispatcher;
+use crate::schedules::ScheduleManager;
+use crate::tasks::TaskManager;
+
+/// The subsystems with background loops of one server.
+pub struct Engine {
+    pub tasks: Arc<TaskManager>,
+    pub dispatcher: Arc<Dispatcher>,
+    pub schedules: Arc<ScheduleManager>,
+}
+
+impl Engine {
+    /// Stops the background loops in order, each waiting for its work in
+    /// flight: the run dispatcher first (its submissions in flight need the
+    /// task manager), then the schedule dispatcher (the reference's order),
+    /// then the promoter and the executors (task rows are left as they are,
+    /// so the next start resumes them). The store is closed by its owner
+    /// after this.
+    pub async fn shutdown(&self) {
+        self.dispatcher.shutdown().await;
+        self.schedules.shutdown().await;
+        self.tasks.shutdown().await;
+    }
+}
