@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Server, path_str, rackflow, temp_path};
+use rackflow_testkit::wait::{wait_exit, wait_until_blocking};
 
 #[test]
 fn fleet_import_racks_and_runs_through_the_binary() {
@@ -278,7 +279,7 @@ fn serve_stops_on_sigterm() {
         .local_addr()
         .unwrap();
     let db = temp_path("serve.db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
+    let child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
         .args([
             "serve",
             "--listen",
@@ -293,30 +294,25 @@ fn serve_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn serve");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if rackflow(Some(port), &["version"]).code == Some(0) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "server did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // A separate process: nothing to follow but its answers (bounded).
+    wait_until_blocking(
+        "rackflow serve to answer",
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        || (rackflow(Some(port), &["version"]).code == Some(0)).then_some(()),
+        String::new,
+    );
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .expect("kill");
     assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let exit = loop {
-        if let Some(exit) = child.try_wait().expect("wait serve") {
-            break exit;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("serve did not stop on SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let exit = wait_exit(
+        child,
+        "serve to stop on SIGTERM",
+        Duration::from_secs(15),
+        String::new,
+    );
     assert!(exit.success(), "serve exited with {exit:?}");
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));

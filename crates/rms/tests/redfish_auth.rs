@@ -4,7 +4,7 @@
 //! default, accepted by an explicit flag or a trusted CA), and the password
 //! never appearing in `Debug`, error texts or `tracing` output.
 
-mod support;
+use rackflow_testkit::redfish as support;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

@@ -8,7 +8,7 @@
 //! adds an UpdateService with SimpleUpdate and a multipart push, a
 //! FirmwareInventory and a TaskService whose tasks progress over ~1 s.
 
-mod support;
+use rackflow_testkit::redfish as support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -5,11 +5,14 @@
 //! Every test drives a real server whose dispatcher is enabled, over a
 //! simulated fleet with small latencies and no jitter, and a default
 //! firmware rule that polls every 20 ms (the built-in one polls every two
-//! minutes). Tests poll with a short interval under a deadline; none sleeps
-//! long. Most use a one-minute dispatcher poll interval so that they only
+//! minutes). Waits follow events under a deadline — a run through its
+//! `WatchOperationRun` stream, targets and tasks re-read after each store
+//! write — and the few sleeps are parts of a scenario (a window in which
+//! nothing may happen). Most use a one-minute dispatcher poll interval so that they only
 //! pass if events wake the loop (D2).
 
-mod common;
+use rackflow_testkit as common;
+use rackflow_testkit::both_stores;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -45,8 +48,6 @@ both_stores!(
 
 /// Upper bound of every wait; runs here take well under a few seconds.
 const DEADLINE: Duration = Duration::from_secs(30);
-/// Poll step of the waits.
-const STEP: Duration = Duration::from_millis(20);
 /// A dispatcher poll interval no test may depend on: runs must be driven by
 /// events (D2).
 const EVENT_DRIVEN_POLL_MS: u64 = 60_000;
@@ -276,26 +277,15 @@ fn describe(run: &pb::OperationRun) -> String {
     )
 }
 
-/// Polls the run until `done` holds; panics with its state at the deadline.
+/// Follows the run's `WatchOperationRun` stream until `done` holds; panics
+/// with its state at the deadline.
 async fn wait_run(
     s: &mut TestServer,
     id: &pb::Uuid,
     what: &str,
-    mut done: impl FnMut(&pb::OperationRun) -> bool,
+    done: impl FnMut(&pb::OperationRun) -> bool,
 ) -> pb::OperationRun {
-    let start = Instant::now();
-    loop {
-        let run = get(s, id).await;
-        if done(&run) {
-            return run;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "timed out waiting for {what}; run is {}",
-            describe(&run)
-        );
-        tokio::time::sleep(STEP).await;
-    }
+    rackflow_testkit::wait::wait_run(&mut s.extensions(), id, what, DEADLINE, done).await
 }
 
 async fn wait_status(
@@ -309,13 +299,14 @@ async fn wait_status(
 /// Waits for a terminal status; on timeout the panic shows the targets and
 /// their tasks too.
 async fn wait_terminal(s: &mut TestServer, id: &pb::Uuid) -> pb::OperationRun {
-    let start = Instant::now();
+    let give_up = Instant::now() + DEADLINE;
+    let mut changes = s.waiter("a terminal status", DEADLINE);
     loop {
         let run = get(s, id).await;
         if is_terminal(&run) {
             return run;
         }
-        if start.elapsed() >= DEADLINE {
+        if !changes.next_within(give_up).await {
             let ts = targets(s, id).await;
             let task_ids: Vec<Uuid> = ts
                 .iter()
@@ -344,7 +335,6 @@ async fn wait_terminal(s: &mut TestServer, id: &pb::Uuid) -> pb::OperationRun {
                 describe(&run)
             );
         }
-        tokio::time::sleep(STEP).await;
     }
 }
 
@@ -376,20 +366,19 @@ async fn wait_targets(
     what: &str,
     mut done: impl FnMut(&[pb::OperationRunTarget]) -> bool,
 ) -> Vec<pb::OperationRunTarget> {
-    let start = Instant::now();
+    let mut changes = s.waiter(what, DEADLINE);
     loop {
         let ts = targets(s, id).await;
         if done(&ts) {
             return ts;
         }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "timed out waiting for {what}; targets: {:?}",
-            ts.iter()
-                .map(|t| (t.sequence_index, target_status(t), t.message.clone()))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(STEP).await;
+        changes
+            .next(
+                ts.iter()
+                    .map(|t| (t.sequence_index, target_status(t), t.message.clone()))
+                    .collect::<Vec<_>>(),
+            )
+            .await;
     }
 }
 
@@ -520,9 +509,9 @@ async fn run_completes_within_the_concurrency_limit(backend: Backend) {
     };
     let id = create(&mut s, request("complete", 1, 2, lenient())).await;
 
-    // Sample while it runs: never more than two child tasks active, and
-    // never more than two targets holding a slot.
-    let start = Instant::now();
+    // Check after every store write while it runs: never more than two
+    // child tasks active, and never more than two targets holding a slot.
+    let mut changes = s.waiter("the run to finish", DEADLINE);
     let mut max_active = 0;
     let mut seen_running = false;
     let run = loop {
@@ -544,12 +533,7 @@ async fn run_completes_within_the_concurrency_limit(backend: Backend) {
         if is_terminal(&run) {
             break run;
         }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "run did not finish: {}",
-            describe(&run)
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        changes.next(describe(&run)).await;
     };
     assert!(
         max_active <= 2,
@@ -1060,14 +1044,13 @@ async fn hold_rack(env: &mut Env, rack: Uuid) -> Uuid {
         .expect("power on")
         .into_inner();
     let task = parse(&resp.task_ids.first().cloned());
-    let start = Instant::now();
+    let mut changes = env.s.waiter("the power task to run", DEADLINE);
     loop {
         let t = &tasks_by_id(&mut env.s, &[task]).await[&task];
         if task_status(t) == pb::TaskStatus::Running {
             return task;
         }
-        assert!(start.elapsed() < DEADLINE, "power task never ran: {t:?}");
-        tokio::time::sleep(STEP).await;
+        changes.next(t).await;
     }
 }
 
@@ -1090,8 +1073,9 @@ async fn conflict_backs_off_then_times_out(backend: Backend) {
     let s = &mut env.s;
     let id = create(s, req).await;
 
-    // Record every distinct blocked write (its updated_at) until the pause.
-    let start = Instant::now();
+    // Record every distinct blocked write (its updated_at) until the pause,
+    // re-reading after each store write.
+    let mut changes = s.waiter("the timeout pause", Duration::from_secs(15));
     let mut blocks: Vec<f64> = Vec::new();
     let mut target_id = String::new();
     let run = loop {
@@ -1113,12 +1097,9 @@ async fn conflict_backs_off_then_times_out(backend: Backend) {
         if status(&run) == pb::OperationRunStatus::Paused {
             break run;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "no timeout pause: {}; blocks at {blocks:?}",
-            describe(&run)
-        );
-        tokio::time::sleep(STEP).await;
+        changes
+            .next(format!("{}; blocks at {blocks:?}", describe(&run)))
+            .await;
     };
     assert_eq!(
         reason(&run),
@@ -1265,13 +1246,18 @@ async fn pause_and_resume_mid_phase(backend: Backend) {
     assert_eq!(summary(&again), summary(&paused));
 
     // In-flight children finish; nothing new is submitted while paused.
-    let start = Instant::now();
-    while !active_tasks(&mut s).await.is_empty() {
-        assert!(start.elapsed() < DEADLINE, "children never finished");
-        tokio::time::sleep(STEP).await;
+    let mut changes = s.waiter("the children to finish", DEADLINE);
+    loop {
+        let active = active_tasks(&mut s).await;
+        if active.is_empty() {
+            break;
+        }
+        changes.next(active).await;
     }
     let submitted = all_tasks(&mut s).await.len();
     assert!((1..=2).contains(&submitted), "{submitted} tasks at pause");
+    // Scenario, not polling: several dispatcher polls pass while paused
+    // (the absence of a submission is no event to wait for).
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert_eq!(
         all_tasks(&mut s).await.len(),
@@ -1389,7 +1375,7 @@ async fn cancel_mid_phase_terminates_children(backend: Backend) {
     assert!(cancelled.stats.is_none());
 
     // The children are terminated…
-    let start = Instant::now();
+    let mut changes = s.waiter("the children to be terminated", DEADLINE);
     loop {
         let tasks = tasks_by_id(s, &children).await;
         if tasks
@@ -1398,13 +1384,11 @@ async fn cancel_mid_phase_terminates_children(backend: Backend) {
         {
             break;
         }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "children not terminated: {tasks:?}"
-        );
-        tokio::time::sleep(STEP).await;
+        changes.next(tasks).await;
     }
     // …the targets are left as they were, and nothing else is submitted.
+    // Scenario, not polling: dispatcher polls pass after the cancel (the
+    // absence of a submission is no event to wait for).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = targets(s, &id).await;
     assert_eq!(
@@ -1447,10 +1431,9 @@ async fn cancel_during_submission_leaves_no_child_running(backend: Backend) {
     let id = create(s, request("cancel early", 1, 8, lenient())).await;
     // Cancel as soon as the first child exists: the others are being
     // submitted right now.
-    let start = Instant::now();
+    let mut changes = s.waiter("a first child", DEADLINE);
     while all_tasks(s).await.is_empty() {
-        assert!(start.elapsed() < DEADLINE, "nothing was submitted");
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        changes.next("no task").await;
     }
     s.client
         .cancel_operation_run(pb::CancelOperationRunRequest {
@@ -1461,7 +1444,10 @@ async fn cancel_during_submission_leaves_no_child_running(backend: Backend) {
         .expect("cancel");
     // Every child that exists — now or after the dispatcher's in-flight
     // submissions — ends terminated.
-    let start = Instant::now();
+    let mut changes = s.waiter(
+        "every child terminated after the cancel",
+        Duration::from_secs(10),
+    );
     loop {
         let tasks = all_tasks(s).await;
         let active: Vec<_> = tasks
@@ -1470,7 +1456,8 @@ async fn cancel_during_submission_leaves_no_child_running(backend: Backend) {
             .map(|t| (t.id.clone(), task_status(t)))
             .collect();
         if active.is_empty() {
-            // Hold a moment: nothing new appears.
+            // Scenario, not polling: hold a moment to see that nothing new
+            // appears (an absence is no event to wait for).
             tokio::time::sleep(Duration::from_millis(300)).await;
             let later = all_tasks(s).await;
             assert_eq!(later.len(), tasks.len(), "no child after the cancel");
@@ -1481,11 +1468,11 @@ async fn cancel_during_submission_leaves_no_child_running(backend: Backend) {
             );
             break;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "children left running after the cancel: {active:?}"
-        );
-        tokio::time::sleep(STEP).await;
+        changes
+            .next(format!(
+                "children left running after the cancel: {active:?}"
+            ))
+            .await;
     }
     let run = get(s, &id).await;
     assert_eq!(status(&run), pb::OperationRunStatus::Cancelled);
@@ -1522,6 +1509,8 @@ async fn started_at_is_set_when_a_run_paused_while_pending_resumes(backend: Back
     // A driving server leaves the paused run alone…
     s.restart_with(dispatch_config(EVENT_DRIVEN_POLL_MS, FIRMWARE_MS))
         .await;
+    // Scenario, not polling: the new server's dispatcher polls a few times
+    // (leaving the run alone is no event to wait for).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let run = get(&mut s, &id).await;
     assert_eq!(summary(&run), summary(&paused));

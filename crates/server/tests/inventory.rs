@@ -1,7 +1,8 @@
 //! Inventory RPCs, Version, health and reflection through the real gRPC API,
 //! on SQLite and PostgreSQL.
 
-mod common;
+use rackflow_testkit as common;
+use rackflow_testkit::both_stores;
 
 use common::{Backend, TestServer, rack, uuid};
 use rackflow_api::v1 as pb;

@@ -1,6 +1,7 @@
 //! Operation-run RPCs through the real gRPC API, on SQLite and PostgreSQL.
 
-mod common;
+use rackflow_testkit as common;
+use rackflow_testkit::both_stores;
 
 use common::{
     Backend, TestServer, fixture_fleet, fixture_id, options, run_request, target_scope, upgrade,
