@@ -3,6 +3,10 @@
 //! file and port; the run must complete with exactly one child task per
 //! target (nothing lost, nothing done twice).
 
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::net::SocketAddr;

@@ -1,6 +1,10 @@
 //! End to end for the task-submitting commands, tasks and operation rules:
 //! a real flow server in-process, driven by the built `rackflow` binary.
 
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::net::SocketAddr;

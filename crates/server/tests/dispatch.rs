@@ -11,6 +11,10 @@
 //! nothing may happen). Most use a one-minute dispatcher poll interval so that they only
 //! pass if events wake the loop (D2).
 
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
 use rackflow_testkit as common;
 use rackflow_testkit::both_stores;
 

@@ -10,6 +10,10 @@
 //! the schedule loop polls every 200 ms as a safety net (it otherwise
 //! sleeps until the next due time).
 
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
 use rackflow_testkit as common;
 use rackflow_testkit::both_stores;
 

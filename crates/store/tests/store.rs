@@ -11,6 +11,10 @@
 //! `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
 //!  CARGO_TARGET_DIR=/work/target-store cargo test -j2 -p rackflow-store`
 
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

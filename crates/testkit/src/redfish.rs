@@ -166,7 +166,7 @@ impl Emulator {
         let state_dir = dir.path().join("state");
         let mut config = format!(
             "SUSHY_EMULATOR_STATE_DIR = {:?}\n",
-            state_dir.to_str().unwrap()
+            state_dir.to_str().expect("utf-8 temp path")
         );
         if let Some((user, password)) = &options.auth {
             let htpasswd = dir.path().join("htpasswd");
@@ -174,7 +174,7 @@ impl Emulator {
             fs::write(&htpasswd, format!("{line}\n")).expect("write htpasswd");
             config.push_str(&format!(
                 "SUSHY_EMULATOR_AUTH_FILE = {:?}\n",
-                htpasswd.to_str().unwrap()
+                htpasswd.to_str().expect("utf-8 temp path")
             ));
         }
         let mut cert_pem = None;
@@ -182,8 +182,8 @@ impl Emulator {
             let (cert, key) = self_signed_cert(dir.path());
             config.push_str(&format!(
                 "SUSHY_EMULATOR_SSL_CERT = {:?}\nSUSHY_EMULATOR_SSL_KEY = {:?}\n",
-                cert.to_str().unwrap(),
-                key.to_str().unwrap()
+                cert.to_str().expect("utf-8 temp path"),
+                key.to_str().expect("utf-8 temp path")
             ));
             cert_pem = Some(fs::read(&cert).expect("read cert"));
         }

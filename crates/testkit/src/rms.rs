@@ -141,7 +141,7 @@ impl TestRms {
             .expect("CreateNodes")
             .into_inner();
         assert_eq!(
-            resp.response.unwrap().status,
+            resp.response.expect("response").status,
             pb::ReturnCode::Success as i32
         );
     }

@@ -241,7 +241,7 @@ pub fn import_fleet(server: Option<SocketAddr>, racks: u32) {
     )
     .ok();
     let file = temp_path("fleet.json");
-    std::fs::write(&file, &generated.stdout).unwrap();
+    std::fs::write(&file, &generated.stdout).expect("write fleet file");
     rackflow(server, &["fleet", "import", path_str(&file)]).ok();
     std::fs::remove_file(&file).ok();
 }
@@ -249,7 +249,7 @@ pub fn import_fleet(server: Option<SocketAddr>, racks: u32) {
 /// Makes [`fast_firmware_rule`] the default firmware-upgrade rule.
 pub fn create_fast_default_rule(server: Option<SocketAddr>, poll: &str) {
     let file = temp_path("rule.yaml");
-    std::fs::write(&file, fast_firmware_rule(poll)).unwrap();
+    std::fs::write(&file, fast_firmware_rule(poll)).expect("write rule file");
     rackflow(
         server,
         &[
