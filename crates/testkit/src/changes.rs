@@ -522,3 +522,58 @@ impl Store for ObservedStore {
         result
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::Changes;
+
+    #[tokio::test]
+    async fn a_write_between_the_read_and_the_wait_is_not_missed() {
+        let changes = Changes::new();
+        let mut waiter = changes.waiter("a write", Duration::from_secs(5));
+        changes.bump();
+        // Returns at once: the write came after the waiter was made.
+        tokio::time::timeout(Duration::from_secs(1), waiter.next("-"))
+            .await
+            .expect("the earlier write wakes the waiter");
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "timed out waiting for the answer; last seen: 41")]
+    async fn the_deadline_names_what_was_awaited_and_the_last_state() {
+        let changes = Changes::new();
+        let mut waiter = changes.waiter("the answer", Duration::from_millis(20));
+        waiter.next(41).await;
+    }
+
+    #[tokio::test]
+    async fn a_window_ends_without_a_write_and_continues_after_one() {
+        let changes = Changes::new();
+        let mut waiter = changes.waiter("writes", Duration::from_secs(5));
+        changes.bump();
+        assert!(
+            waiter
+                .next_within(Instant::now() + Duration::from_secs(1))
+                .await
+        );
+        assert!(
+            !waiter
+                .next_within(Instant::now() + Duration::from_millis(20))
+                .await
+        );
+    }
+
+    #[test]
+    fn a_blocking_waiter_wakes_on_a_write_from_another_thread() {
+        let changes = Changes::new();
+        let mut waiter = changes.waiter("a write", Duration::from_secs(5));
+        let writer = changes.clone();
+        let started = Instant::now();
+        let thread = std::thread::spawn(move || writer.bump());
+        waiter.next_blocking("-");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        thread.join().expect("writer");
+    }
+}
