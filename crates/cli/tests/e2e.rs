@@ -6,8 +6,8 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Server, path_str, rackflow, temp_path};
-use rackflow_testkit::wait::{wait_exit, wait_until_blocking};
+use common::{SERVE_LISTENING, Server, path_str, rackflow, temp_path};
+use rackflow_testkit::wait::{Lines, wait_exit};
 
 #[test]
 fn fleet_import_racks_and_runs_through_the_binary() {
@@ -279,7 +279,7 @@ fn serve_stops_on_sigterm() {
         .local_addr()
         .unwrap();
     let db = temp_path("serve.db");
-    let child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
         .args([
             "serve",
             "--listen",
@@ -288,20 +288,16 @@ fn serve_stops_on_sigterm() {
             path_str(&db),
         ])
         .env_remove("DATABASE_URL")
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn serve");
-    // A separate process: nothing to follow but its answers (bounded).
-    wait_until_blocking(
-        "rackflow serve to answer",
-        Duration::from_secs(20),
-        Duration::from_millis(50),
-        || (rackflow(Some(port), &["version"]).code == Some(0)).then_some(()),
-        String::new,
-    );
+    // Follow its log until it listens, then check that it answers.
+    let mut log = Lines::follow(child.stderr.take().expect("piped stderr"));
+    log.wait_for(SERVE_LISTENING, Duration::from_secs(20));
+    rackflow(Some(port), &["version"]).ok();
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -311,7 +307,7 @@ fn serve_stops_on_sigterm() {
         child,
         "serve to stop on SIGTERM",
         Duration::from_secs(15),
-        String::new,
+        || format!("log:\n{}", log.seen()),
     );
     assert!(exit.success(), "serve exited with {exit:?}");
     for suffix in ["", "-wal", "-shm"] {

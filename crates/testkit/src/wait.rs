@@ -5,9 +5,13 @@
 //!   stream (the server sends the run on every change);
 //! - [`Waiter`](crate::changes::Waiter): anything the flow server reads
 //!   from its store, re-read after each store write;
-//! - [`wait_until_blocking`]: a separate process (a child `rackflow serve`,
-//!   an emulator) has no events to follow; a bounded retry is the only way.
+//! - [`Lines`] and [`wait_exit`]: a child process's output lines and its
+//!   exit, each followed by a reader thread;
+//! - [`wait_until`] / [`wait_until_blocking`]: a bounded retry, for what
+//!   offers no event at all (a separate process's state, an emulator
+//!   coming up, the rack manager's job status, the sim's call log).
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rackflow_api::v1 as pb;
@@ -160,12 +164,32 @@ pub struct Lines {
 impl Lines {
     /// Starts reading `source` (a child's piped stdout or stderr).
     pub fn follow(source: impl std::io::Read + Send + 'static) -> Lines {
-        use std::io::BufRead as _;
+        Lines::start(source, None)
+    }
+
+    /// [`Lines::follow`] that also appends every line to `log`. The reader
+    /// drains `source` to its end even after this `Lines` is dropped, so a
+    /// long-lived child never blocks on a full pipe.
+    pub fn follow_into(source: impl std::io::Read + Send + 'static, log: &Path) -> Lines {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap_or_else(|e| panic!("open {}: {e}", log.display()));
+        Lines::start(source, Some(file))
+    }
+
+    fn start(source: impl std::io::Read + Send + 'static, mut log: Option<std::fs::File>) -> Lines {
+        use std::io::{BufRead as _, Write as _};
         let (tx, rx) = std::sync::mpsc::channel();
         let reader = std::thread::spawn(move || {
             for line in std::io::BufReader::new(source).lines() {
                 let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
+                if let Some(file) = log.as_mut() {
+                    let _ = writeln!(file, "{line}");
+                }
+                // Nobody listening any more: keep draining into the log.
+                if tx.send(line).is_err() && log.is_none() {
                     break;
                 }
             }
@@ -205,6 +229,7 @@ impl Lines {
     }
 
     /// Reads to the end (the writer has exited) and returns all output.
+    /// (Not for [`Lines::follow_into`] on a child that keeps running.)
     pub fn finish(mut self) -> String {
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();

@@ -10,8 +10,11 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use rackflow_testkit::wait::wait_until_blocking;
+use rackflow_testkit::wait::Lines;
 use serde_json::Value;
+
+/// What `rackflow serve` logs (at info) once it accepts connections.
+pub const SERVE_LISTENING: &str = "flow server listening";
 
 /// Longest any one CLI invocation may take.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -125,12 +128,7 @@ impl ServeProcess {
     }
 
     fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .expect("open serve log");
-        let child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
             .args(["serve", "--listen", &self.addr.to_string()])
             .arg("--db")
             .arg(&self.db)
@@ -143,38 +141,15 @@ impl ServeProcess {
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn rackflow serve");
+        // Follow its log (kept in `self.log`) until it says it listens; an
+        // exit before that ends the log and fails here with it.
+        let stderr = child.stderr.take().expect("piped stderr");
         self.child = Some(child);
-        // A separate process: nothing to follow but its answers (bounded).
-        let child = std::cell::RefCell::new(self.child.as_mut());
-        wait_until_blocking(
-            "rackflow serve to answer `rackflow version`",
-            Duration::from_secs(20),
-            Duration::from_millis(100),
-            || {
-                if let Some(status) = child
-                    .borrow_mut()
-                    .as_mut()
-                    .and_then(|c| c.try_wait().ok().flatten())
-                {
-                    panic!(
-                        "rackflow serve exited with {status}; log:\n{}",
-                        std::fs::read_to_string(&self.log).unwrap_or_default()
-                    );
-                }
-                let answer =
-                    rackflow_within(Duration::from_secs(10), Some(self.addr), &["version"]);
-                (answer.code == Some(0)).then_some(())
-            },
-            || {
-                format!(
-                    "log:\n{}",
-                    std::fs::read_to_string(&self.log).unwrap_or_default()
-                )
-            },
-        );
+        Lines::follow_into(stderr, &self.log).wait_for(SERVE_LISTENING, Duration::from_secs(20));
+        rackflow_within(Duration::from_secs(10), Some(self.addr), &["version"]).ok();
     }
 
     /// SIGKILL (no shutdown at all), and wait for the process to be gone.
