@@ -212,7 +212,7 @@ fn set_auto_advance(req: &mut pb::CreateOperationRunRequest, auto_advance: bool)
 /// The planned order of a request: rack ids by sequence index.
 async fn planned_order(s: &mut TestServer, req: &pb::CreateOperationRunRequest) -> Vec<Uuid> {
     let preview = s
-        .client
+        .extensions()
         .preview_operation_run(req.clone())
         .await
         .expect("preview")
@@ -1622,7 +1622,7 @@ async fn watch_streams_until_terminal(backend: Backend) {
     let id = create(&mut s, req).await;
 
     let mut stream = s
-        .client
+        .extensions()
         .watch_operation_run(pb::WatchOperationRunRequest {
             id: Some(id.clone()),
         })
@@ -1679,7 +1679,7 @@ async fn watch_streams_until_terminal(backend: Backend) {
 
     // A terminal run: its state once, then the end.
     let mut stream = s
-        .client
+        .extensions()
         .watch_operation_run(pb::WatchOperationRunRequest {
             id: Some(id.clone()),
         })
@@ -1691,7 +1691,7 @@ async fn watch_streams_until_terminal(backend: Backend) {
     assert!(next(&mut stream).await.is_none(), "then the stream ends");
 
     let err = s
-        .client
+        .extensions()
         .watch_operation_run(pb::WatchOperationRunRequest {
             id: Some(uuid(Uuid::new_v4())),
         })

@@ -23,6 +23,7 @@ async fn racks_create_get_list_delete(backend: Backend) {
     let Some(mut s) = TestServer::start(backend).await else {
         return;
     };
+    let mut extensions = s.extensions();
     let c = &mut s.client;
     let id = c
         .create_expected_rack(pb::CreateExpectedRackRequest {
@@ -208,7 +209,7 @@ async fn racks_create_get_list_delete(backend: Backend) {
         .into_inner();
     assert_eq!(list.total, 1, "deleted racks are not listed");
     // A deleted rack leaves the default scope of new runs.
-    let preview = c
+    let preview = extensions
         .preview_operation_run(common::run_request("after-delete", 100, "s", "o", 1))
         .await
         .expect("preview")

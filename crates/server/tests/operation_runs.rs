@@ -153,7 +153,7 @@ async fn preview_matches_create_and_persists_nothing(backend: Backend) {
     let mut req = run_request("preview", 50, "", "", 2);
     // Empty seeds are generated and reported.
     let preview = s
-        .client
+        .extensions()
         .preview_operation_run(req.clone())
         .await
         .expect("preview")
@@ -526,7 +526,7 @@ async fn validation_errors_have_reference_messages_and_write_nothing(backend: Ba
         mutate(&mut req);
         for preview in [false, true] {
             let err = if preview {
-                s.client
+                s.extensions()
                     .preview_operation_run(req.clone())
                     .await
                     .expect_err("preview must fail")
@@ -635,7 +635,7 @@ async fn planner_errors_map_to_reference_codes(backend: Backend) {
         )),
     });
     let preview = s
-        .client
+        .extensions()
         .preview_operation_run(req)
         .await
         .expect("preview")
@@ -718,7 +718,7 @@ async fn candidate_limit_is_internal(backend: Backend) {
         )),
     });
     let preview = s
-        .client
+        .extensions()
         .preview_operation_run(req)
         .await
         .expect("within limit")
@@ -773,7 +773,7 @@ async fn exclusions_and_component_filter_shape_the_scope(backend: Backend) {
     let mut b = run_request("b", 100, "sb", "ob", 1);
     target_scope(&mut b).exclude_operation_run_ids = vec![a_id.clone()];
     let preview = s
-        .client
+        .extensions()
         .preview_operation_run(b.clone())
         .await
         .expect("b")
@@ -812,7 +812,7 @@ async fn exclusions_and_component_filter_shape_the_scope(backend: Backend) {
         })),
     });
     let preview = s
-        .client
+        .extensions()
         .preview_operation_run(b.clone())
         .await
         .expect("b filtered")
