@@ -10,7 +10,7 @@
 # but the final path goes to stderr, so the command substitution above gets
 # the path only. The tests (crates/rms/tests/redfish_*.rs) find the emulator
 # through $SUSHY_EMULATOR, and run our firmware extension of it
-# (crates/rms/tests/support/sushy_fw.py) with the python beside it.
+# (crates/testkit/sushy_fw.py) with the python beside it.
 set -euo pipefail
 
 SUSHY_VERSION="2.2.0"

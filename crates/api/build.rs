@@ -8,6 +8,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
     let include = protoc_bin_vendored::include_path()?;
     // SAFETY: build scripts are single-threaded; prost-build reads PROTOC.
+    // The workspace denies unsafe code; this is its one use.
+    #[allow(unsafe_code)]
     unsafe {
         std::env::set_var("PROTOC", protoc);
         std::env::set_var("PROTOC_INCLUDE", &include);

@@ -1,6 +1,10 @@
 //! `power`, `firmware`, `task` and `rule` flags → the requests they send,
 //! and the errors that stop them before any call.
 
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
 use clap::Parser;
 use rackflow_api::v1;
 use rackflow_cli::ops::{FirmwareCommand, PowerCommand, PowerRequest, parse_queue_timeout};

@@ -6,7 +6,8 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Server, path_str, rackflow, temp_path};
+use common::{SERVE_LISTENING, Server, path_str, rackflow, temp_path};
+use rackflow_testkit::wait::{Lines, wait_exit};
 
 #[test]
 fn fleet_import_racks_and_runs_through_the_binary() {
@@ -287,36 +288,27 @@ fn serve_stops_on_sigterm() {
             path_str(&db),
         ])
         .env_remove("DATABASE_URL")
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn serve");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if rackflow(Some(port), &["version"]).code == Some(0) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "server did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Follow its log until it listens, then check that it answers.
+    let mut log = Lines::follow(child.stderr.take().expect("piped stderr"));
+    log.wait_for(SERVE_LISTENING, Duration::from_secs(20));
+    rackflow(Some(port), &["version"]).ok();
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .expect("kill");
     assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let exit = loop {
-        if let Some(exit) = child.try_wait().expect("wait serve") {
-            break exit;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("serve did not stop on SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let exit = wait_exit(
+        child,
+        "serve to stop on SIGTERM",
+        Duration::from_secs(15),
+        || format!("log:\n{}", log.seen()),
+    );
     assert!(exit.success(), "serve exited with {exit:?}");
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));

@@ -1,6 +1,10 @@
 //! Flag value parsing: durations, phase plans, gates, run spec files and how
 //! flags override them; clap errors name the flag.
 
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
 use std::time::Duration;
 

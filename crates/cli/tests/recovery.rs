@@ -3,6 +3,10 @@
 //! file and port; the run must complete with exactly one child task per
 //! target (nothing lost, nothing done twice).
 
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::net::SocketAddr;
@@ -11,6 +15,7 @@ use std::time::{Duration, Instant};
 use common::{
     ServeProcess, create_fast_default_rule, free_addr, import_fleet, rackflow, temp_path,
 };
+use rackflow_testkit::wait::wait_until_blocking;
 use serde_json::Value;
 
 const RACKS: usize = 8;
@@ -99,44 +104,53 @@ fn kill_9_mid_rollout_then_restart_completes_with_one_task_per_target() {
     assert_eq!(run.len(), 36, "not a run id: {run:?}");
 
     // Mid-rollout: a child task in flight, not every target done.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let seen = loop {
-        let t = targets(s, &run);
-        let submitted = count(&t, &["submitted"]);
-        let terminal = count(&t, &["completed", "failed", "terminated", "skipped"]);
-        assert!(terminal < RACKS, "the run finished before the kill: {t:#?}");
-        if submitted >= 1 {
-            break t;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no target was submitted within 15s: {t:#?}\nserver log:\n{}",
-            server.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    // The server is a separate process (it is killed with SIGKILL): nothing
+    // to follow but its answers, so these waits are bounded retries.
+    let seen = wait_until_blocking(
+        "a target to be submitted",
+        Duration::from_secs(15),
+        Duration::from_millis(20),
+        || {
+            let t = targets(s, &run);
+            let submitted = count(&t, &["submitted"]);
+            let terminal = count(&t, &["completed", "failed", "terminated", "skipped"]);
+            assert!(terminal < RACKS, "the run finished before the kill: {t:#?}");
+            (submitted >= 1).then_some(t)
+        },
+        || {
+            format!(
+                "targets: {:#?}\nserver log:\n{}",
+                targets(s, &run),
+                server.log_text()
+            )
+        },
+    );
     server.kill9();
     let done_before = count(&seen, &["completed"]);
 
     server.restart();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let finished = loop {
-        let view = run_status(s, &run);
-        let status = view["status"].as_str().unwrap_or("").to_string();
-        if matches!(
-            status.as_str(),
-            "completed" | "completed_with_failures" | "failed" | "cancelled"
-        ) {
-            break view;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the run did not finish within 20s after the restart: {view:#}\ntargets: {:#?}\nserver log:\n{}",
-            targets(s, &run),
-            server.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let finished = wait_until_blocking(
+        "the run to finish after the restart",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || {
+            let view = run_status(s, &run);
+            let status = view["status"].as_str().unwrap_or("").to_string();
+            matches!(
+                status.as_str(),
+                "completed" | "completed_with_failures" | "failed" | "cancelled"
+            )
+            .then_some(view)
+        },
+        || {
+            format!(
+                "run: {:#}\ntargets: {:#?}\nserver log:\n{}",
+                run_status(s, &run),
+                targets(s, &run),
+                server.log_text()
+            )
+        },
+    );
     let after = targets(s, &run);
     assert_eq!(
         finished["status"],

@@ -1,6 +1,10 @@
 //! Rule batch files (`rule load`) and definition checks: parsing, the
 //! checks made before any call, and the requests created.
 
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
 use rackflow_api::v1;
 use rackflow_cli::rule::plan_load;
 use rackflow_cli::rule_file::{Definition, PlannedRule, RuleType, plan_batch};

@@ -3,6 +3,10 @@
 //! the watch view (bars, per-phase counts, pause help, change lines) and of
 //! the demo (timings, rule, fault placement, summary).
 
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
 use clap::Parser;
 use rackflow_api::v1;
 use rackflow_cli::demo::{self, Timings};

@@ -4,15 +4,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
 use common::{
     Server, create_fast_default_rule, import_fleet, rackflow, rackflow_within, temp_path,
 };
+use rackflow_testkit::wait::{Lines, wait_exit};
 
 /// A server whose simulated firmware updates take 300 ms per component type
 /// (a rack: about 0.7 s with the fast rule) and whose dispatcher polls fast.
@@ -171,46 +171,16 @@ fn controls_and_watch_through_the_binary() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let output = Arc::new(Mutex::new(String::new()));
-    let reader = {
-        let output = output.clone();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let mut text = output.lock().unwrap();
-                text.push_str(&line);
-                text.push('\n');
-            }
-        })
-    };
+    // Follow its output line by line (no polling).
+    let mut lines = Lines::follow(child.stdout.take().unwrap());
     let continue_line =
         format!("continue with: rackflow --server {addr} run advance {id} --expected-phase 2");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !output.lock().unwrap().contains(&continue_line) {
-        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-            child.kill().ok();
-            panic!(
-                "run watch never showed {continue_line:?}:\n{}",
-                output.lock().unwrap()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    lines.wait_for(&continue_line, Duration::from_secs(30));
     rackflow(s, &["run", "advance", &id, "--expected-phase", "2"]).ok();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            child.kill().ok();
-            panic!("run watch did not end:\n{}", output.lock().unwrap());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    reader.join().unwrap();
-    let out = output.lock().unwrap().clone();
+    let status = wait_exit(child, "run watch to end", Duration::from_secs(30), || {
+        format!("output:\n{}", lines.seen())
+    });
+    let out = lines.finish();
     assert_eq!(status.code(), Some(0), "{out}");
     assert!(
         out.contains("paused: phase 1 is complete; phase 2 waits at the phase gate"),

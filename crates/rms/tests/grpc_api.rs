@@ -2,7 +2,7 @@
 //! end on a free loopback port, driven only through gRPC (and `/metrics`
 //! over HTTP).
 
-mod common;
+use rackflow_testkit::rms as common;
 
 use common::{RACK, TestRms, fw, node_info};
 use rackflow_api::rack_manager as pb;
@@ -215,7 +215,7 @@ async fn power_set_get_in_band_failures_and_invalid_operation() {
         (state.status, state.pstate.as_str()),
         (pb::ReturnCode::Failure as i32, "UNKNOWN")
     );
-    rms.sim
+    rms.sim()
         .set_faults(vec![fault("n2", SimOperation::Power, SimFaultEffect::Fail)]);
     let resp = client
         .set_power_state(set("n2", pb::PowerOperation::On))
@@ -231,7 +231,7 @@ async fn power_set_get_in_band_failures_and_invalid_operation() {
     assert_eq!(err.code(), Code::InvalidArgument);
     assert_eq!(err.message(), "invalid operation: 0");
     assert_eq!(
-        rms.sim.node_power(RACK, "n1"),
+        rms.sim().node_power(RACK, "n1"),
         Some(rackflow_rms::backend::PowerState::On)
     );
     rms.stop().await;
@@ -442,7 +442,7 @@ async fn update_firmware_in_band_failures() {
 
     // A BMC that fails the task: the job fails with phase poll.
     rms.wait_terminal(&ok.job_id).await;
-    rms.sim.set_faults(vec![fault(
+    rms.sim().set_faults(vec![fault(
         "n1",
         SimOperation::Firmware,
         SimFaultEffect::Fail,
@@ -470,7 +470,7 @@ async fn update_firmware_in_band_failures() {
 async fn node_busy_is_refused_through_the_api() {
     let rms = TestRms::start().await;
     rms.register(RACK, &["n1", "n2"], COMPUTE).await;
-    rms.sim.set_faults(vec![fault(
+    rms.sim().set_faults(vec![fault(
         "n1",
         SimOperation::Firmware,
         SimFaultEffect::Hang,
@@ -519,7 +519,7 @@ async fn node_busy_is_refused_through_the_api() {
 async fn worker_panic_seals_the_job_as_abandoned() {
     let rms = TestRms::start().await;
     rms.register(RACK, &["n1"], COMPUTE).await;
-    rms.sim.set_faults(vec![fault(
+    rms.sim().set_faults(vec![fault(
         "n1",
         SimOperation::Firmware,
         SimFaultEffect::Panic,
@@ -541,7 +541,7 @@ async fn worker_panic_seals_the_job_as_abandoned() {
     assert_eq!(done.state_description, "Abandoned");
     assert_eq!(done.error_code, pb::JobError::Internal as i32);
     // The node is free again.
-    rms.sim.set_faults(vec![]);
+    rms.sim().set_faults(vec![]);
     let again = rms
         .client
         .clone()
@@ -560,7 +560,7 @@ async fn at_capacity_is_answered_in_band() {
     })
     .await;
     rms.register(RACK, &["n1", "n2"], COMPUTE).await;
-    rms.sim.set_faults(vec![fault(
+    rms.sim().set_faults(vec![fault(
         "n1",
         SimOperation::Firmware,
         SimFaultEffect::Hang,
@@ -640,7 +640,7 @@ async fn batch_by_node_type_aggregates_children() {
     rms.register(RACK, &["c1", "c2", "c3"], COMPUTE).await;
     rms.register(RACK, &["s1"], pb::NodeType::SwitchGb200Nvidia)
         .await;
-    rms.sim.set_faults(vec![fault(
+    rms.sim().set_faults(vec![fault(
         "c2",
         SimOperation::Firmware,
         SimFaultEffect::Fail,

@@ -12,7 +12,7 @@
 //! Skipped with a message when sushy-tools is not installed, failed when
 //! `CI` is set (see `support::sushy`).
 
-mod support;
+use rackflow_testkit::redfish as support;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -100,30 +100,7 @@ fn bmc_of(emulator: &Emulator) -> SocketAddr {
 }
 
 async fn wait_terminal(client: &mut RackManagerClient<Channel>, job_id: &str) -> pb::JobStatus {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let status = client
-            .get_job_status(pb::GetJobStatusRequest {
-                job_id: job_id.to_owned(),
-                include_child_job_states: false,
-            })
-            .await
-            .expect("GetJobStatus")
-            .into_inner()
-            .job_states
-            .remove(0);
-        let state = status.execution_state;
-        if state == pb::JobExecutionState::Completed as i32
-            || state == pb::JobExecutionState::Failed as i32
-        {
-            return status;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "job {job_id} not terminal: {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    rackflow_testkit::rms::wait_job_terminal(client, job_id, Duration::from_secs(30)).await
 }
 
 async fn update(client: &mut RackManagerClient<Channel>, target: &str, file: &str) -> String {

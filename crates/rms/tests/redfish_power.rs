@@ -4,7 +4,7 @@
 //! 1–11 s), and the BMC's refusals (501 for a reset type it does not
 //! implement, 404 for an unknown system).
 
-mod support;
+use rackflow_testkit::redfish as support;
 
 use std::time::Duration;
 
@@ -205,7 +205,9 @@ async fn a_power_state_not_reached_in_time_is_a_timeout() {
     node.system_uri().await.unwrap();
     // sushy applies a reset at a whole second (int(now) + 1..=11 s). Sending
     // it early in a second leaves at least ~0.7 s before the earliest
-    // change, far more than the one read a zero timeout allows.
+    // change, far more than the one read a zero timeout allows. Scenario,
+    // not polling: this aligns with the wall clock's second, which sends no
+    // event.
     loop {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

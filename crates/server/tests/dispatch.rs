@@ -5,11 +5,18 @@
 //! Every test drives a real server whose dispatcher is enabled, over a
 //! simulated fleet with small latencies and no jitter, and a default
 //! firmware rule that polls every 20 ms (the built-in one polls every two
-//! minutes). Tests poll with a short interval under a deadline; none sleeps
-//! long. Most use a one-minute dispatcher poll interval so that they only
+//! minutes). Waits follow events under a deadline — a run through its
+//! `WatchOperationRun` stream, targets and tasks re-read after each store
+//! write — and the few sleeps are parts of a scenario (a window in which
+//! nothing may happen). Most use a one-minute dispatcher poll interval so that they only
 //! pass if events wake the loop (D2).
 
-mod common;
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
+use rackflow_testkit as common;
+use rackflow_testkit::both_stores;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -22,17 +29,6 @@ use rackflow_server::Config;
 use tonic::Code;
 use tonic::transport::Channel;
 use uuid::Uuid;
-
-/// rackflow's own RPCs (`v1.FlowExtensions`) on the test server.
-async fn extensions(
-    addr: std::net::SocketAddr,
-) -> rackflow_api::v1::flow_extensions_client::FlowExtensionsClient<tonic::transport::Channel> {
-    rackflow_api::v1::flow_extensions_client::FlowExtensionsClient::connect(format!(
-        "http://{addr}"
-    ))
-    .await
-    .expect("connect FlowExtensions")
-}
 
 both_stores!(
     run_completes_within_the_concurrency_limit,
@@ -56,8 +52,6 @@ both_stores!(
 
 /// Upper bound of every wait; runs here take well under a few seconds.
 const DEADLINE: Duration = Duration::from_secs(30);
-/// Poll step of the waits.
-const STEP: Duration = Duration::from_millis(20);
 /// A dispatcher poll interval no test may depend on: runs must be driven by
 /// events (D2).
 const EVENT_DRIVEN_POLL_MS: u64 = 60_000;
@@ -217,8 +211,8 @@ fn set_auto_advance(req: &mut pb::CreateOperationRunRequest, auto_advance: bool)
 
 /// The planned order of a request: rack ids by sequence index.
 async fn planned_order(s: &mut TestServer, req: &pb::CreateOperationRunRequest) -> Vec<Uuid> {
-    let preview = extensions(s.addr)
-        .await
+    let preview = s
+        .extensions()
         .preview_operation_run(req.clone())
         .await
         .expect("preview")
@@ -287,26 +281,15 @@ fn describe(run: &pb::OperationRun) -> String {
     )
 }
 
-/// Polls the run until `done` holds; panics with its state at the deadline.
+/// Follows the run's `WatchOperationRun` stream until `done` holds; panics
+/// with its state at the deadline.
 async fn wait_run(
     s: &mut TestServer,
     id: &pb::Uuid,
     what: &str,
-    mut done: impl FnMut(&pb::OperationRun) -> bool,
+    done: impl FnMut(&pb::OperationRun) -> bool,
 ) -> pb::OperationRun {
-    let start = Instant::now();
-    loop {
-        let run = get(s, id).await;
-        if done(&run) {
-            return run;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "timed out waiting for {what}; run is {}",
-            describe(&run)
-        );
-        tokio::time::sleep(STEP).await;
-    }
+    rackflow_testkit::wait::wait_run(&mut s.extensions(), id, what, DEADLINE, done).await
 }
 
 async fn wait_status(
@@ -320,13 +303,14 @@ async fn wait_status(
 /// Waits for a terminal status; on timeout the panic shows the targets and
 /// their tasks too.
 async fn wait_terminal(s: &mut TestServer, id: &pb::Uuid) -> pb::OperationRun {
-    let start = Instant::now();
+    let give_up = Instant::now() + DEADLINE;
+    let mut changes = s.waiter("a terminal status", DEADLINE);
     loop {
         let run = get(s, id).await;
         if is_terminal(&run) {
             return run;
         }
-        if start.elapsed() >= DEADLINE {
+        if !changes.next_within(give_up).await {
             let ts = targets(s, id).await;
             let task_ids: Vec<Uuid> = ts
                 .iter()
@@ -355,7 +339,6 @@ async fn wait_terminal(s: &mut TestServer, id: &pb::Uuid) -> pb::OperationRun {
                 describe(&run)
             );
         }
-        tokio::time::sleep(STEP).await;
     }
 }
 
@@ -387,20 +370,19 @@ async fn wait_targets(
     what: &str,
     mut done: impl FnMut(&[pb::OperationRunTarget]) -> bool,
 ) -> Vec<pb::OperationRunTarget> {
-    let start = Instant::now();
+    let mut changes = s.waiter(what, DEADLINE);
     loop {
         let ts = targets(s, id).await;
         if done(&ts) {
             return ts;
         }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "timed out waiting for {what}; targets: {:?}",
-            ts.iter()
-                .map(|t| (t.sequence_index, target_status(t), t.message.clone()))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(STEP).await;
+        changes
+            .next(
+                ts.iter()
+                    .map(|t| (t.sequence_index, target_status(t), t.message.clone()))
+                    .collect::<Vec<_>>(),
+            )
+            .await;
     }
 }
 
@@ -531,9 +513,9 @@ async fn run_completes_within_the_concurrency_limit(backend: Backend) {
     };
     let id = create(&mut s, request("complete", 1, 2, lenient())).await;
 
-    // Sample while it runs: never more than two child tasks active, and
-    // never more than two targets holding a slot.
-    let start = Instant::now();
+    // Check after every store write while it runs: never more than two
+    // child tasks active, and never more than two targets holding a slot.
+    let mut changes = s.waiter("the run to finish", DEADLINE);
     let mut max_active = 0;
     let mut seen_running = false;
     let run = loop {
@@ -555,12 +537,7 @@ async fn run_completes_within_the_concurrency_limit(backend: Backend) {
         if is_terminal(&run) {
             break run;
         }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "run did not finish: {}",
-            describe(&run)
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        changes.next(describe(&run)).await;
     };
     assert!(
         max_active <= 2,
@@ -1071,14 +1048,13 @@ async fn hold_rack(env: &mut Env, rack: Uuid) -> Uuid {
         .expect("power on")
         .into_inner();
     let task = parse(&resp.task_ids.first().cloned());
-    let start = Instant::now();
+    let mut changes = env.s.waiter("the power task to run", DEADLINE);
     loop {
         let t = &tasks_by_id(&mut env.s, &[task]).await[&task];
         if task_status(t) == pb::TaskStatus::Running {
             return task;
         }
-        assert!(start.elapsed() < DEADLINE, "power task never ran: {t:?}");
-        tokio::time::sleep(STEP).await;
+        changes.next(t).await;
     }
 }
 
@@ -1101,8 +1077,9 @@ async fn conflict_backs_off_then_times_out(backend: Backend) {
     let s = &mut env.s;
     let id = create(s, req).await;
 
-    // Record every distinct blocked write (its updated_at) until the pause.
-    let start = Instant::now();
+    // Record every distinct blocked write (its updated_at) until the pause,
+    // re-reading after each store write.
+    let mut changes = s.waiter("the timeout pause", Duration::from_secs(15));
     let mut blocks: Vec<f64> = Vec::new();
     let mut target_id = String::new();
     let run = loop {
@@ -1124,12 +1101,9 @@ async fn conflict_backs_off_then_times_out(backend: Backend) {
         if status(&run) == pb::OperationRunStatus::Paused {
             break run;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "no timeout pause: {}; blocks at {blocks:?}",
-            describe(&run)
-        );
-        tokio::time::sleep(STEP).await;
+        changes
+            .next(format!("{}; blocks at {blocks:?}", describe(&run)))
+            .await;
     };
     assert_eq!(
         reason(&run),
@@ -1276,13 +1250,18 @@ async fn pause_and_resume_mid_phase(backend: Backend) {
     assert_eq!(summary(&again), summary(&paused));
 
     // In-flight children finish; nothing new is submitted while paused.
-    let start = Instant::now();
-    while !active_tasks(&mut s).await.is_empty() {
-        assert!(start.elapsed() < DEADLINE, "children never finished");
-        tokio::time::sleep(STEP).await;
+    let mut changes = s.waiter("the children to finish", DEADLINE);
+    loop {
+        let active = active_tasks(&mut s).await;
+        if active.is_empty() {
+            break;
+        }
+        changes.next(active).await;
     }
     let submitted = all_tasks(&mut s).await.len();
     assert!((1..=2).contains(&submitted), "{submitted} tasks at pause");
+    // Scenario, not polling: several dispatcher polls pass while paused
+    // (the absence of a submission is no event to wait for).
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert_eq!(
         all_tasks(&mut s).await.len(),
@@ -1400,7 +1379,7 @@ async fn cancel_mid_phase_terminates_children(backend: Backend) {
     assert!(cancelled.stats.is_none());
 
     // The children are terminated…
-    let start = Instant::now();
+    let mut changes = s.waiter("the children to be terminated", DEADLINE);
     loop {
         let tasks = tasks_by_id(s, &children).await;
         if tasks
@@ -1409,13 +1388,11 @@ async fn cancel_mid_phase_terminates_children(backend: Backend) {
         {
             break;
         }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "children not terminated: {tasks:?}"
-        );
-        tokio::time::sleep(STEP).await;
+        changes.next(tasks).await;
     }
     // …the targets are left as they were, and nothing else is submitted.
+    // Scenario, not polling: dispatcher polls pass after the cancel (the
+    // absence of a submission is no event to wait for).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = targets(s, &id).await;
     assert_eq!(
@@ -1458,10 +1435,9 @@ async fn cancel_during_submission_leaves_no_child_running(backend: Backend) {
     let id = create(s, request("cancel early", 1, 8, lenient())).await;
     // Cancel as soon as the first child exists: the others are being
     // submitted right now.
-    let start = Instant::now();
+    let mut changes = s.waiter("a first child", DEADLINE);
     while all_tasks(s).await.is_empty() {
-        assert!(start.elapsed() < DEADLINE, "nothing was submitted");
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        changes.next("no task").await;
     }
     s.client
         .cancel_operation_run(pb::CancelOperationRunRequest {
@@ -1472,7 +1448,10 @@ async fn cancel_during_submission_leaves_no_child_running(backend: Backend) {
         .expect("cancel");
     // Every child that exists — now or after the dispatcher's in-flight
     // submissions — ends terminated.
-    let start = Instant::now();
+    let mut changes = s.waiter(
+        "every child terminated after the cancel",
+        Duration::from_secs(10),
+    );
     loop {
         let tasks = all_tasks(s).await;
         let active: Vec<_> = tasks
@@ -1481,7 +1460,8 @@ async fn cancel_during_submission_leaves_no_child_running(backend: Backend) {
             .map(|t| (t.id.clone(), task_status(t)))
             .collect();
         if active.is_empty() {
-            // Hold a moment: nothing new appears.
+            // Scenario, not polling: hold a moment to see that nothing new
+            // appears (an absence is no event to wait for).
             tokio::time::sleep(Duration::from_millis(300)).await;
             let later = all_tasks(s).await;
             assert_eq!(later.len(), tasks.len(), "no child after the cancel");
@@ -1492,11 +1472,11 @@ async fn cancel_during_submission_leaves_no_child_running(backend: Backend) {
             );
             break;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "children left running after the cancel: {active:?}"
-        );
-        tokio::time::sleep(STEP).await;
+        changes
+            .next(format!(
+                "children left running after the cancel: {active:?}"
+            ))
+            .await;
     }
     let run = get(s, &id).await;
     assert_eq!(status(&run), pb::OperationRunStatus::Cancelled);
@@ -1533,6 +1513,8 @@ async fn started_at_is_set_when_a_run_paused_while_pending_resumes(backend: Back
     // A driving server leaves the paused run alone…
     s.restart_with(dispatch_config(EVENT_DRIVEN_POLL_MS, FIRMWARE_MS))
         .await;
+    // Scenario, not polling: the new server's dispatcher polls a few times
+    // (leaving the run alone is no event to wait for).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let run = get(&mut s, &id).await;
     assert_eq!(summary(&run), summary(&paused));
@@ -1639,8 +1621,8 @@ async fn watch_streams_until_terminal(backend: Backend) {
     count_phases(&mut req, &[2], false);
     let id = create(&mut s, req).await;
 
-    let mut stream = extensions(s.addr)
-        .await
+    let mut stream = s
+        .extensions()
         .watch_operation_run(pb::WatchOperationRunRequest {
             id: Some(id.clone()),
         })
@@ -1696,8 +1678,8 @@ async fn watch_streams_until_terminal(backend: Backend) {
     assert_eq!(current_stats(&last).phase_index, 1);
 
     // A terminal run: its state once, then the end.
-    let mut stream = extensions(s.addr)
-        .await
+    let mut stream = s
+        .extensions()
         .watch_operation_run(pb::WatchOperationRunRequest {
             id: Some(id.clone()),
         })
@@ -1708,8 +1690,8 @@ async fn watch_streams_until_terminal(backend: Backend) {
     assert_eq!(summary(&only), summary(&last));
     assert!(next(&mut stream).await.is_none(), "then the stream ends");
 
-    let err = extensions(s.addr)
-        .await
+    let err = s
+        .extensions()
         .watch_operation_run(pb::WatchOperationRunRequest {
             id: Some(uuid(Uuid::new_v4())),
         })

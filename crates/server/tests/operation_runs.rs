@@ -1,6 +1,11 @@
 //! Operation-run RPCs through the real gRPC API, on SQLite and PostgreSQL.
 
-mod common;
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
+use rackflow_testkit as common;
+use rackflow_testkit::both_stores;
 
 use common::{
     Backend, TestServer, fixture_fleet, fixture_id, options, run_request, target_scope, upgrade,
@@ -9,17 +14,6 @@ use common::{
 use rackflow_api::v1 as pb;
 use tonic::Code;
 use uuid::Uuid;
-
-/// rackflow's own RPCs (`v1.FlowExtensions`) on the test server.
-async fn extensions(
-    addr: std::net::SocketAddr,
-) -> rackflow_api::v1::flow_extensions_client::FlowExtensionsClient<tonic::transport::Channel> {
-    rackflow_api::v1::flow_extensions_client::FlowExtensionsClient::connect(format!(
-        "http://{addr}"
-    ))
-    .await
-    .expect("connect FlowExtensions")
-}
 
 both_stores!(
     create_then_read_back_the_reference_plan,
@@ -158,8 +152,8 @@ async fn preview_matches_create_and_persists_nothing(backend: Backend) {
     fixture_fleet(&mut s.client, 10).await;
     let mut req = run_request("preview", 50, "", "", 2);
     // Empty seeds are generated and reported.
-    let preview = extensions(s.addr)
-        .await
+    let preview = s
+        .extensions()
         .preview_operation_run(req.clone())
         .await
         .expect("preview")
@@ -532,8 +526,7 @@ async fn validation_errors_have_reference_messages_and_write_nothing(backend: Ba
         mutate(&mut req);
         for preview in [false, true] {
             let err = if preview {
-                extensions(s.addr)
-                    .await
+                s.extensions()
                     .preview_operation_run(req.clone())
                     .await
                     .expect_err("preview must fail")
@@ -641,8 +634,8 @@ async fn planner_errors_map_to_reference_codes(backend: Backend) {
             },
         )),
     });
-    let preview = extensions(s.addr)
-        .await
+    let preview = s
+        .extensions()
         .preview_operation_run(req)
         .await
         .expect("preview")
@@ -724,8 +717,8 @@ async fn candidate_limit_is_internal(backend: Backend) {
             pb::ComponentTargets { targets: ids },
         )),
     });
-    let preview = extensions(s.addr)
-        .await
+    let preview = s
+        .extensions()
         .preview_operation_run(req)
         .await
         .expect("within limit")
@@ -779,8 +772,8 @@ async fn exclusions_and_component_filter_shape_the_scope(backend: Backend) {
     // non-compute components (partial exclusion); others are whole.
     let mut b = run_request("b", 100, "sb", "ob", 1);
     target_scope(&mut b).exclude_operation_run_ids = vec![a_id.clone()];
-    let preview = extensions(s.addr)
-        .await
+    let preview = s
+        .extensions()
         .preview_operation_run(b.clone())
         .await
         .expect("b")
@@ -818,8 +811,8 @@ async fn exclusions_and_component_filter_shape_the_scope(backend: Backend) {
             types: vec![pb::ComponentType::Compute as i32],
         })),
     });
-    let preview = extensions(s.addr)
-        .await
+    let preview = s
+        .extensions()
         .preview_operation_run(b.clone())
         .await
         .expect("b filtered")

@@ -6,22 +6,19 @@
 //! and a power-on task go through Flow's gRPC API and must complete, with
 //! the rack manager's simulated BMCs showing the work.
 
-mod common;
+use rackflow_testkit as common;
+use rackflow_testkit::both_stores;
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Backend, TestServer, fixture_fleet, fixture_id, uuid};
 use rackflow_api::rack_manager as rmpb;
-use rackflow_api::rack_manager::rack_manager_client::RackManagerClient;
 use rackflow_api::v1 as pb;
 use rackflow_rms::backend::PowerState;
-use rackflow_rms::backend::sim::{SimBackend, SimBackendConfig};
-use rackflow_rms::config::RmsConfig;
+use rackflow_rms::backend::sim::SimBackendConfig;
 use rackflow_server::Config;
 use rackflow_server::config::Provider;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
+use rackflow_testkit::rms::TestRms;
 use uuid::Uuid;
 
 both_stores!(firmware_upgrade_and_power_on_through_the_rack_manager);
@@ -39,49 +36,27 @@ const NODES: [(&str, rmpb::NodeType); 4] = [
     ),
 ];
 
-struct Rms {
-    addr: std::net::SocketAddr,
-    sim: Arc<SimBackend>,
-    dir: std::path::PathBuf,
-    stop: CancellationToken,
-    handle: tokio::task::JoinHandle<()>,
-}
-
-async fn start_rms() -> Rms {
-    let dir = std::env::temp_dir().join(format!("rms-e2e-fw-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("firmware dir");
-    for file in [
-        "compute-2.0.0.fwpkg",
-        "nvswitch-2.0.0.fwpkg",
-        "powershelf-2.0.0.fwpkg",
-    ] {
-        std::fs::write(dir.join(file), b"image").expect("image");
-    }
-    let mut config = RmsConfig::default();
-    config.workflows.firmware_dir = dir.clone();
-    config.workflows.shutdown_timeout_seconds = 1;
-    config.shutdown_grace_seconds = 1;
-    config.nodes.sim = SimBackendConfig {
-        power_latency_ms: 10,
-        read_latency_ms: 1,
-        firmware_latency_ms: 60,
-        jitter: 0.0,
-        ..SimBackendConfig::default()
-    };
-    let sim = Arc::new(SimBackend::new(config.nodes.sim.clone()));
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let stop = CancellationToken::new();
-    let backend = sim.clone();
-    let token = stop.clone();
-    let handle = tokio::spawn(async move {
-        rackflow_rms::server::serve_on(config, backend, listener, None, token)
-            .await
-            .expect("rack manager runs");
-    });
-    let mut client = RackManagerClient::connect(format!("http://{addr}"))
-        .await
-        .expect("connect rack manager");
+/// A rack manager on the sim back end with the fixture rack's components
+/// registered as nodes and each type's 2.0.0 image.
+async fn start_rms() -> TestRms {
+    let rms = TestRms::start_custom(
+        &[
+            ("compute-2.0.0.fwpkg", b"image"),
+            ("nvswitch-2.0.0.fwpkg", b"image"),
+            ("powershelf-2.0.0.fwpkg", b"image"),
+        ],
+        |config| {
+            config.nodes.sim = SimBackendConfig {
+                power_latency_ms: 10,
+                read_latency_ms: 1,
+                firmware_latency_ms: 60,
+                jitter: 0.0,
+                ..SimBackendConfig::default()
+            };
+        },
+        None,
+    )
+    .await;
     let nodes = NODES
         .iter()
         .map(|(node, ty)| rmpb::NodeInfo {
@@ -99,7 +74,9 @@ async fn start_rms() -> Rms {
             ..Default::default()
         })
         .collect();
-    let created = client
+    let created = rms
+        .client
+        .clone()
         .create_nodes(rmpb::CreateNodesRequest {
             nodes: Some(rmpb::NodeSet { nodes }),
         })
@@ -107,19 +84,16 @@ async fn start_rms() -> Rms {
         .expect("CreateNodes")
         .into_inner();
     assert_eq!(created.stats.expect("stats").successful_nodes, 4);
-    Rms {
-        addr,
-        sim,
-        dir,
-        stop,
-        handle,
-    }
+    rms
 }
 
-async fn wait_completed(client: &mut common_client::Client, id: Uuid) -> pb::Task {
-    let deadline = Instant::now() + DEADLINE;
+/// Waits for the task to finish (re-read on each store write) and checks it
+/// completed.
+async fn wait_completed(flow: &mut TestServer, id: Uuid) -> pb::Task {
+    let mut changes = flow.waiter(format!("task {id} to finish"), DEADLINE);
     loop {
-        let t = client
+        let t = flow
+            .client
             .get_tasks_by_i_ds(pb::GetTasksByIDsRequest {
                 task_ids: vec![uuid(id)],
             })
@@ -136,16 +110,8 @@ async fn wait_completed(client: &mut common_client::Client, id: Uuid) -> pb::Tas
             );
             return t;
         }
-        assert!(
-            Instant::now() < deadline,
-            "task {id} never finished: {t:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        changes.next(&t).await;
     }
-}
-
-mod common_client {
-    pub type Client = rackflow_api::v1::flow_client::FlowClient<tonic::transport::Channel>;
 }
 
 fn whole_rack() -> pb::OperationTargetSpec {
@@ -189,10 +155,10 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
         .await
         .expect("UpgradeFirmware")
         .into_inner();
-    wait_completed(&mut flow.client, task_id(reply)).await;
+    wait_completed(&mut flow, task_id(reply)).await;
     // The built-in firmware rule updates compute trays, then NVSwitches.
     for (node, _) in &NODES[..3] {
-        let firmware = rms.sim.node_firmware(RACK, node).expect("node touched");
+        let firmware = rms.sim().node_firmware(RACK, node).expect("node touched");
         let kind = node.split('-').nth(2).expect("kind");
         assert_eq!(
             firmware.get("package-derived").map(String::as_str),
@@ -201,7 +167,7 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
         );
     }
     let mut updates: Vec<_> = rms
-        .sim
+        .sim()
         .calls()
         .into_iter()
         .filter(|c| c.call == "update_firmware")
@@ -229,16 +195,16 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
         .await
         .expect("PowerOnRack")
         .into_inner();
-    wait_completed(&mut flow.client, task_id(reply)).await;
+    wait_completed(&mut flow, task_id(reply)).await;
     for (node, _) in NODES {
         assert_eq!(
-            rms.sim.node_power(RACK, node),
+            rms.sim().node_power(RACK, node),
             Some(PowerState::On),
             "{node}"
         );
     }
     assert!(
-        rms.sim
+        rms.sim()
             .calls()
             .iter()
             .any(|c| c.call == "set_power" && c.detail == "on"),
@@ -246,7 +212,5 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
     );
 
     flow.stop().await;
-    rms.stop.cancel();
-    let _ = rms.handle.await;
-    let _ = std::fs::remove_dir_all(&rms.dir);
+    rms.stop().await;
 }

@@ -3,7 +3,7 @@
 //!
 //! Every component of the fixture rack gets its own emulated BMC: a
 //! sushy-tools emulator (`sushy-emulator --fake` plus our firmware
-//! extension `crates/rms/tests/support/sushy_fw.py`, with basic auth) on a
+//! extension `crates/testkit/sushy_fw.py`, with basic auth) on a
 //! free loopback port. A rack manager with the `redfish` back end has the
 //! components registered as nodes pointing at those BMCs; a Flow server with
 //! `provider = "rms"` drives it. A firmware-upgrade task and a power-on task
@@ -16,23 +16,21 @@
 //! run takes up to ~45 s in the worst case. Skipped with a message when
 //! sushy-tools is missing, failed when `CI` is set.
 
-mod common;
-#[path = "../../rms/tests/support/mod.rs"]
-mod support;
+use rackflow_testkit as common;
+use rackflow_testkit::both_stores;
+use rackflow_testkit::redfish as support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Backend, TestServer, fixture_fleet, fixture_id, uuid};
 use rackflow_api::rack_manager as rmpb;
-use rackflow_api::rack_manager::rack_manager_client::RackManagerClient;
 use rackflow_api::v1 as pb;
 use rackflow_rms::config::{BackendKind, RmsConfig};
 use rackflow_rms::redfish::{Credentials, PowerState, RedfishNode};
 use rackflow_server::Config;
 use rackflow_server::config::Provider;
+use rackflow_testkit::rms::TestRms;
 use support::{Emulator, Flavor, Options, fast_config};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 both_stores!(firmware_upgrade_and_power_on_through_the_rack_manager_and_redfish);
@@ -52,13 +50,6 @@ const NODES: [(&str, rmpb::NodeType); 4] = [
 ];
 const USER: &str = "e2e-admin";
 const PASSWORD: &str = "e2e-Secret-7";
-
-struct Rms {
-    addr: std::net::SocketAddr,
-    dir: std::path::PathBuf,
-    stop: CancellationToken,
-    handle: tokio::task::JoinHandle<()>,
-}
 
 /// One emulated BMC per node (started together: each is a python process).
 async fn start_bmcs() -> Option<Vec<Emulator>> {
@@ -84,22 +75,24 @@ fn bmc_node(emulator: &Emulator) -> RedfishNode {
     RedfishNode::new(emulator.client(Some(Credentials::new(USER, PASSWORD)), fast_config()))
 }
 
-async fn start_rms(bmcs: &[Emulator]) -> Rms {
-    let dir = std::env::temp_dir().join(format!("rms-rf-e2e-fw-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("firmware dir");
+async fn start_rms(bmcs: &[Emulator]) -> TestRms {
     // Images in the extension's format: the task installs `version=` on
     // the BMC's own component (the request's target is package-derived).
-    for kind in ["compute", "nvswitch", "powershelf"] {
-        std::fs::write(dir.join(format!("{kind}-2.0.0.fwpkg")), "version=2.0.0\n").expect("image");
-    }
-    let mut config = RmsConfig::default();
-    config.workflows.firmware_dir = dir.clone();
-    config.workflows.shutdown_timeout_seconds = 1;
-    config.workflows.bmc_call_timeout_seconds = 30.try_into().expect("non-zero");
-    config.shutdown_grace_seconds = 1;
-    config.nodes.backend = BackendKind::Redfish;
-    config.nodes.redfish = toml::from_str(
-        r#"
+    let image = &b"version=2.0.0\n"[..];
+    let build = |config: &RmsConfig| {
+        rackflow_rms::server::build_backend(&config.nodes).expect("redfish back end")
+    };
+    let rms = TestRms::start_custom(
+        &[
+            ("compute-2.0.0.fwpkg", image),
+            ("nvswitch-2.0.0.fwpkg", image),
+            ("powershelf-2.0.0.fwpkg", image),
+        ],
+        |config| {
+            config.workflows.bmc_call_timeout_seconds = 30.try_into().expect("non-zero");
+            config.nodes.backend = BackendKind::Redfish;
+            config.nodes.redfish = toml::from_str(
+                r#"
         scheme = "http"
         request_timeout_seconds = 15
         task_poll_interval_ms = 50
@@ -107,21 +100,13 @@ async fn start_rms(bmcs: &[Emulator]) -> Rms {
         power_poll_interval_ms = 100
         power_wait_timeout_seconds = 25
         "#,
+            )
+            .expect("[nodes.redfish]");
+        },
+        Some(&build),
     )
-    .expect("[nodes.redfish]");
-    let backend = rackflow_rms::server::build_backend(&config.nodes).expect("redfish back end");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let stop = CancellationToken::new();
-    let token = stop.clone();
-    let handle = tokio::spawn(async move {
-        rackflow_rms::server::serve_on(config, backend, listener, None, token)
-            .await
-            .expect("rack manager runs");
-    });
-    let mut client = RackManagerClient::connect(format!("http://{addr}"))
-        .await
-        .expect("connect rack manager");
+    .await;
+    let mut client = rms.client.clone();
     let nodes = NODES
         .iter()
         .zip(bmcs)
@@ -156,20 +141,16 @@ async fn start_rms(bmcs: &[Emulator]) -> Rms {
         .expect("CreateNodes")
         .into_inner();
     assert_eq!(created.stats.expect("stats").successful_nodes, 4);
-    Rms {
-        addr,
-        dir,
-        stop,
-        handle,
-    }
+    rms
 }
 
-type FlowClient = rackflow_api::v1::flow_client::FlowClient<tonic::transport::Channel>;
-
-async fn wait_completed(client: &mut FlowClient, id: Uuid, bmcs: &[Emulator]) -> pb::Task {
-    let deadline = Instant::now() + DEADLINE;
+/// Waits for the task to finish (re-read on each store write) and checks it
+/// completed.
+async fn wait_completed(flow: &mut TestServer, id: Uuid, bmcs: &[Emulator]) -> pb::Task {
+    let mut changes = flow.waiter(format!("task {id} to finish"), DEADLINE);
     loop {
-        let t = client
+        let t = flow
+            .client
             .get_tasks_by_i_ds(pb::GetTasksByIDsRequest {
                 task_ids: vec![uuid(id)],
             })
@@ -187,11 +168,7 @@ async fn wait_completed(client: &mut FlowClient, id: Uuid, bmcs: &[Emulator]) ->
             );
             return t;
         }
-        assert!(
-            Instant::now() < deadline,
-            "task {id} never finished: {t:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        changes.next(&t).await;
     }
 }
 
@@ -258,7 +235,7 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager_and_redfish(back
         .await
         .expect("UpgradeFirmware")
         .into_inner();
-    wait_completed(&mut flow.client, task_id(reply), &bmcs).await;
+    wait_completed(&mut flow, task_id(reply), &bmcs).await;
     for ((node, _), bmc) in NODES.iter().zip(&bmcs).take(3) {
         assert_eq!(bmc_version(bmc).await, "2.0.0", "{node}");
     }
@@ -278,7 +255,7 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager_and_redfish(back
         .await
         .expect("PowerOnRack")
         .into_inner();
-    wait_completed(&mut flow.client, task_id(reply), &bmcs).await;
+    wait_completed(&mut flow, task_id(reply), &bmcs).await;
     for ((node, _), bmc) in NODES.iter().zip(&bmcs) {
         assert_eq!(
             bmc_node(bmc).power_state().await.expect("power"),
@@ -288,7 +265,5 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager_and_redfish(back
     }
 
     flow.stop().await;
-    rms.stop.cancel();
-    let _ = rms.handle.await;
-    let _ = std::fs::remove_dir_all(&rms.dir);
+    rms.stop().await;
 }

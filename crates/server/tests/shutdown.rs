@@ -2,7 +2,8 @@
 //! server's shutdown token, so a stream ends with UNAVAILABLE as soon as the
 //! server stops instead of holding the graceful stop up.
 
-mod common;
+use rackflow_testkit as common;
+use rackflow_testkit::both_stores;
 
 use std::time::Duration;
 

@@ -9,7 +9,8 @@
 //! firmware task ends quickly only because the sim notifies pollers the
 //! moment an update ends (docs/tasks.md) — these tests rely on that.
 
-mod common;
+use rackflow_testkit as common;
+use rackflow_testkit::both_stores;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -323,36 +324,30 @@ async fn task(client: &mut Client, id: Uuid) -> pb::Task {
     tasks.remove(0)
 }
 
-/// Polls the task until `done` holds; fails after [`DEADLINE`].
+/// Waits until `done` holds for the task, re-reading it after each store
+/// write; fails after [`DEADLINE`].
 async fn wait_task(
-    client: &mut Client,
+    s: &mut TestServer,
     id: Uuid,
     what: &str,
     done: impl Fn(&pb::Task) -> bool,
 ) -> pb::Task {
-    let deadline = Instant::now() + DEADLINE;
+    let mut changes = s.waiter(format!("task {id} to become {what}"), DEADLINE);
     loop {
-        let t = task(client, id).await;
+        let t = task(&mut s.client, id).await;
         if done(&t) {
             return t;
         }
-        assert!(
-            Instant::now() < deadline,
-            "task {id} never became {what}: {t:#?}"
-        );
-        tokio::time::sleep(POLL).await;
+        changes.next(&t).await;
     }
 }
 
-async fn wait_status(client: &mut Client, id: Uuid, status: pb::TaskStatus) -> pb::Task {
-    wait_task(client, id, &format!("{status:?}"), |t| {
-        t.status == status as i32
-    })
-    .await
+async fn wait_status(s: &mut TestServer, id: Uuid, status: pb::TaskStatus) -> pb::Task {
+    wait_task(s, id, &format!("{status:?}"), |t| t.status == status as i32).await
 }
 
-async fn completed(client: &mut Client, id: Uuid) -> pb::Task {
-    let t = wait_task(client, id, "finished", |t| {
+async fn completed(s: &mut TestServer, id: Uuid) -> pb::Task {
+    let t = wait_task(s, id, "finished", |t| {
         t.finished_at.is_some() && t.status != pb::TaskStatus::Waiting as i32
     })
     .await;
@@ -472,22 +467,33 @@ async fn rack_calls(
         .collect()
 }
 
-/// Polls the call log until `done` holds for the calls after `after`.
+/// Waits until `done` holds for the calls after `after`. The simulated
+/// fleet publishes no event when a call is logged (a hanging call changes
+/// nothing else), so this is a bounded poll of the call log.
 async fn wait_log(
     sim: &mut SimAdminClient<Channel>,
     after: u64,
     what: &str,
     done: impl Fn(&[simpb::CallLogEntry]) -> bool,
 ) {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        let log = call_log(sim, after).await;
-        if done(&log) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "never saw {what}: {log:#?}");
-        tokio::time::sleep(POLL).await;
-    }
+    let last = std::sync::Mutex::new(Vec::new());
+    rackflow_testkit::wait::wait_until(
+        what,
+        DEADLINE,
+        POLL,
+        || {
+            let mut sim = sim.clone();
+            let (done, last) = (&done, &last);
+            async move {
+                let log = call_log(&mut sim, after).await;
+                let reached = done(&log);
+                *last.lock().expect("log") = log;
+                reached.then_some(())
+            }
+        },
+        || format!("call log: {:#?}", last.lock().expect("log")),
+    )
+    .await;
 }
 
 /// Component types in the order their calls happened, asserting that the
@@ -590,7 +596,7 @@ async fn rack_operations_complete_with_task_fields_and_reports(backend: Backend)
         .described("morning power on")
         .one(&mut s.client)
         .await;
-    let t = completed(&mut s.client, id).await;
+    let t = completed(&mut s, id).await;
     assert_eq!(t.id, Some(uuid(id)));
     assert_eq!(t.operation, "power_control/power_on");
     assert_eq!(t.rack_id, Some(uuid(rack)));
@@ -610,7 +616,7 @@ async fn rack_operations_complete_with_task_fields_and_reports(backend: Backend)
 
     // Power off, then reset (restart: off in three stages, on in three).
     let id = submit(Op::PowerOff, whole(1)).one(&mut s.client).await;
-    let t = completed(&mut s.client, id).await;
+    let t = completed(&mut s, id).await;
     assert_eq!(t.operation, "power_control/power_off");
     assert_eq!(t.message, "Succeeded");
     assert_completed_report(
@@ -629,7 +635,7 @@ async fn rack_operations_complete_with_task_fields_and_reports(backend: Backend)
     assert!(states.iter().all(|c| c.power_state == "Off"), "{states:#?}");
 
     let id = submit(Op::Reset, whole(1)).one(&mut s.client).await;
-    let t = completed(&mut s.client, id).await;
+    let t = completed(&mut s, id).await;
     assert_eq!(t.operation, "power_control/restart");
     assert_completed_report(
         &t,
@@ -645,7 +651,7 @@ async fn rack_operations_complete_with_task_fields_and_reports(backend: Backend)
 
     // Firmware: compute then switches; the shelf is not part of the rule.
     let id = submit(Op::Firmware, whole(1)).one(&mut s.client).await;
-    let t = completed(&mut s.client, id).await;
+    let t = completed(&mut s, id).await;
     assert_eq!(t.operation, "firmware_control/upgrade");
     assert_eq!(t.message, "Succeeded");
     assert_completed_report(&t, &[&[("Compute", 2)], &[("NVSwitch", 1)]]);
@@ -678,7 +684,7 @@ async fn rack_operations_complete_with_task_fields_and_reports(backend: Backend)
         ),
     ] {
         let id = req.one(&mut s.client).await;
-        let t = wait_status(&mut s.client, id, pb::TaskStatus::Running).await;
+        let t = wait_status(&mut s, id, pb::TaskStatus::Running).await;
         assert_eq!(t.operation, operation);
         let t = cancel(&mut s.client, id).await.expect("cancel");
         assert_eq!(status(&t), pb::TaskStatus::Terminated);
@@ -758,7 +764,7 @@ async fn multi_rack_targets_fan_out_and_empty_resolutions_fail(backend: Backend)
     assert_eq!(ids.len(), 3);
     let mut racks = Vec::new();
     for id in &ids {
-        let t = completed(&mut s.client, *id).await;
+        let t = completed(&mut s, *id).await;
         racks.push(t.rack_id.clone().expect("rack"));
         let expected = if t.rack_id == Some(uuid(fixture_id(2))) {
             2
@@ -792,7 +798,7 @@ async fn multi_rack_targets_fan_out_and_empty_resolutions_fail(backend: Backend)
         rack_by_id(1, &[pb::ComponentType::Nvswitch]),
     ]);
     let id = submit(Op::Firmware, spec).one(&mut s.client).await;
-    let t = completed(&mut s.client, id).await;
+    let t = completed(&mut s, id).await;
     assert_eq!(t.component_uuids.len(), 3);
     assert_completed_report(&t, &[&[("Compute", 2)], &[("NVSwitch", 1)]]);
 
@@ -816,7 +822,7 @@ async fn multi_rack_targets_fan_out_and_empty_resolutions_fail(backend: Backend)
     .await
     .expect("partial submit");
     assert_eq!(ids.len(), 1);
-    let t = completed(&mut s.client, ids[0]).await;
+    let t = completed(&mut s, ids[0]).await;
     assert_eq!(t.rack_id, Some(uuid(fixture_id(3))));
     // Only the conflicting rack: its error.
     submit(Op::PowerOff, whole(2))
@@ -1011,7 +1017,7 @@ async fn builtin_rules_run_stages_in_order(backend: Backend) {
     for (op, order) in cases {
         let mark = log_mark(&mut sim).await;
         let id = submit(op, whole(1)).one(&mut s.client).await;
-        completed(&mut s.client, id).await;
+        completed(&mut s, id).await;
         let calls = rack_calls(&mut sim, mark, 1).await;
         assert_eq!(type_order(&calls), order, "{op:?}: {calls:#?}");
         let kinds: BTreeSet<&str> = calls.iter().map(|c| c.call.as_str()).collect();
@@ -1142,7 +1148,7 @@ async fn conflict_matrix_through_the_api(backend: Backend) {
     for sc in scenarios {
         let (op, spec) = sc.held;
         let held = submit(op, spec).one(&mut s.client).await;
-        wait_status(&mut s.client, held, pb::TaskStatus::Running).await;
+        wait_status(&mut s, held, pb::TaskStatus::Running).await;
         for (op, spec, conflicting) in sc.candidates {
             let req = submit(op, spec.clone());
             if conflicting {
@@ -1155,7 +1161,7 @@ async fn conflict_matrix_through_the_api(backend: Backend) {
             } else {
                 let id = req.one(&mut s.client).await;
                 // Let it finish so it cannot block the next candidate.
-                completed(&mut s.client, id).await;
+                completed(&mut s, id).await;
             }
         }
         let t = task(&mut s.client, held).await;
@@ -1179,7 +1185,7 @@ async fn hold_rack(s: &mut TestServer, sim: &mut SimAdminClient<Channel>, rack: 
     faults.push(fault(rack, "PowerShelf", "", "power", "hang"));
     set_faults(sim, faults).await;
     let id = submit(Op::PowerOn, whole(rack)).one(&mut s.client).await;
-    wait_status(&mut s.client, id, pb::TaskStatus::Running).await;
+    wait_status(s, id, pb::TaskStatus::Running).await;
     id
 }
 
@@ -1241,7 +1247,7 @@ async fn queue_waits_with_deadline_and_caps_at_five_then_runs_fifo(backend: Back
         .expect("cancel blocker");
     let mut previous: Option<pb::Task> = None;
     for id in queued {
-        let t = completed(&mut s.client, id).await;
+        let t = completed(&mut s, id).await;
         assert_eq!(t.queue_expires_at, None, "deadline cleared: {t:#?}");
         if let Some(p) = &previous {
             assert!(
@@ -1275,7 +1281,7 @@ async fn queue_promotion_never_overtakes(backend: Backend) {
         .one(&mut s.client)
         .await;
     for id in [on_c0, on_c1] {
-        wait_status(&mut s.client, id, pb::TaskStatus::Running).await;
+        wait_status(&mut s, id, pb::TaskStatus::Running).await;
     }
     // First in the queue: firmware on both trays (blocked by both).
     // Second: firmware on tray 0 only (blocked by the first power-on only).
@@ -1298,21 +1304,25 @@ async fn queue_promotion_never_overtakes(backend: Backend) {
     }
 
     // Tray 0 is free: the second could run, but the first still waits for
-    // tray 1, and nothing overtakes it. Wait past a promoter pass.
+    // tray 1, and nothing overtakes it. Check after every store write
+    // (each promoter pass writes) for a window past a promoter pass.
     cancel(&mut s.client, on_c0).await.expect("cancel");
     let until = Instant::now() + Duration::from_millis(500);
-    while Instant::now() < until {
+    let mut changes = s.waiter("no overtaking", DEADLINE);
+    loop {
         for id in [first, second] {
             let t = task(&mut s.client, id).await;
             assert_eq!(status(&t), pb::TaskStatus::Waiting, "no overtaking: {t:#?}");
         }
-        tokio::time::sleep(POLL).await;
+        if !changes.next_within(until).await {
+            break;
+        }
     }
 
     // Both trays free: first runs, then the second (they overlap on tray 0).
     cancel(&mut s.client, on_c1).await.expect("cancel");
-    let first = completed(&mut s.client, first).await;
-    let second = completed(&mut s.client, second).await;
+    let first = completed(&mut s, first).await;
+    let second = completed(&mut s, second).await;
     assert!(
         at(&second.started_at) >= at(&first.finished_at),
         "strict FIFO: {first:#?} then {second:#?}"
@@ -1335,7 +1345,7 @@ async fn queue_timeout_expires_waiting_tasks(backend: Backend) {
     let t = task(&mut s.client, id).await;
     assert_eq!(status(&t), pb::TaskStatus::Waiting);
     assert!(t.queue_expires_at.is_some());
-    let t = wait_status(&mut s.client, id, pb::TaskStatus::Terminated).await;
+    let t = wait_status(&mut s, id, pb::TaskStatus::Terminated).await;
     assert_eq!(t.message, "Expired: queue timeout reached");
     assert_eq!(t.queue_expires_at, None, "deadline cleared");
     assert_eq!(t.started_at, None, "never ran");
@@ -1385,6 +1395,8 @@ async fn cancel_in_every_state(backend: Backend) {
     assert_eq!(t.message, "Cancelled by user");
     assert!(t.started_at.is_some() && t.finished_at.is_some());
     let mark = log_mark(&mut sim).await;
+    // Scenario, not polling: the sim must hear nothing more for a while
+    // (the absence of a call is no event to wait for).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = rack_calls(&mut sim, mark, 1).await;
     assert!(after.is_empty(), "the sim stopped: {after:#?}");
@@ -1407,7 +1419,7 @@ async fn cancel_in_every_state(backend: Backend) {
 
     // Completed → FailedPrecondition.
     let done = submit(Op::PowerOn, whole(2)).one(&mut s.client).await;
-    completed(&mut s.client, done).await;
+    completed(&mut s, done).await;
     let err = cancel(&mut s.client, done).await.expect_err("completed");
     assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
     assert_eq!(
@@ -1435,7 +1447,7 @@ async fn cancel_in_every_state(backend: Backend) {
         .rule(once)
         .one(&mut s.client)
         .await;
-    let t = wait_status(&mut s.client, failed, pb::TaskStatus::Failed).await;
+    let t = wait_status(&mut s, failed, pb::TaskStatus::Failed).await;
     assert!(t.finished_at.is_some());
     let err = cancel(&mut s.client, failed).await.expect_err("failed");
     assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
@@ -1969,7 +1981,7 @@ async fn rule_resolution_order(backend: Backend) {
             req = req.rule(rule);
         }
         let id = req.one(&mut s.client).await;
-        let t = completed(&mut s.client, id).await;
+        let t = completed(s, id).await;
         let calls = rack_calls(sim, mark, rack).await;
         (applied_rule(&t), types_called(&calls, "power_control"), id)
     }
@@ -2105,7 +2117,7 @@ async fn rule_steps_run_in_parallel_and_in_batches(backend: Backend) {
         .rule(rule)
         .one(&mut s.client)
         .await;
-    let t = completed(&mut s.client, id).await;
+    let t = completed(&mut s, id).await;
     assert_eq!(applied_rule(&t), Some(rule));
     let calls: Vec<(String, String, Vec<String>)> = rack_calls(&mut sim, mark, 1)
         .await
@@ -2189,7 +2201,7 @@ async fn queued_task_keeps_its_explicit_rule(backend: Backend) {
     set_faults(&mut sim, vec![]).await;
     let mark = log_mark(&mut sim).await;
     cancel(&mut s.client, blocker).await.expect("cancel");
-    let t = completed(&mut s.client, id).await;
+    let t = completed(&mut s, id).await;
     assert_eq!(applied_rule(&t), Some(explicit), "{t:#?}");
     let calls = rack_calls(&mut sim, mark, 1).await;
     assert_eq!(
@@ -2219,11 +2231,11 @@ async fn fault_plan_fails_the_task_with_its_stage(backend: Backend) {
     assert_eq!(ids.len(), 2);
 
     // Rack 2 has no fault.
-    completed(&mut s.client, ids[1]).await;
+    completed(&mut s, ids[1]).await;
 
     // Rack 1: shelves and switches power on, the trays fail (after the
     // built-in's three attempts).
-    let t = wait_status(&mut s.client, ids[0], pb::TaskStatus::Failed).await;
+    let t = wait_status(&mut s, ids[0], pb::TaskStatus::Failed).await;
     assert!(
         t.message
             .starts_with("stage 3 failed: component type Compute failed: "),
@@ -2328,7 +2340,7 @@ async fn restart_resumes_a_running_task(backend: Backend) {
             .any(|c| c.call == "firmware_start" && c.component_type == "Compute")
     })
     .await;
-    let before = wait_task(&mut s.client, id, "in stage 2", |t| {
+    let before = wait_task(&mut s, id, "in stage 2", |t| {
         !t.report.is_empty() && report(t)["stages"][1]["status"] == "running"
     })
     .await;
@@ -2346,7 +2358,7 @@ async fn restart_resumes_a_running_task(backend: Backend) {
         "still running after the restart: {t:#?}"
     );
 
-    let t = completed(&mut s.client, id).await;
+    let t = completed(&mut s, id).await;
     assert_eq!(t.started_at, before.started_at, "started once");
     let r = report(&t);
     assert_eq!(r["stages"][0], stage_1, "stage 1 not run again: {r:#}");
@@ -2357,7 +2369,7 @@ async fn restart_resumes_a_running_task(backend: Backend) {
     // The queued upgrade is promoted once the resumed one finished, keeps
     // its explicit rule, and runs in full. It starts the moment the first
     // ends, so the calls after the restart are told apart by time.
-    let second = completed(&mut s.client, queued).await;
+    let second = completed(&mut s, queued).await;
     assert_eq!(second.created_at, waiting.created_at);
     assert!(
         at(&second.started_at) >= at(&t.finished_at),

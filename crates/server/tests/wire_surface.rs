@@ -2,7 +2,8 @@
 //! (health reports both), and the fault-injection `SimAdmin` only with the
 //! simulated fleet (`provider = "sim"`).
 
-mod common;
+use rackflow_testkit as common;
+use rackflow_testkit::both_stores;
 
 use common::{Backend, TestServer};
 use rackflow_api::sim::v1 as sim;

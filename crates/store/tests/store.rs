@@ -6,15 +6,16 @@
 //!
 //! Without `DATABASE_URL` the PostgreSQL cases print a loud "skipped" line
 //! and pass, unless `CI` is set: then they fail, so CI cannot go green
-//! without PostgreSQL.
+//! without PostgreSQL (the test kit's `TestDatabase` decides).
 //!
 //! `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
 //!  CARGO_TARGET_DIR=/work/target-store cargo test -j2 -p rackflow-store`
 
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
-use std::io::Write as _;
-use std::path::PathBuf;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,17 +41,17 @@ use rackflow_store::{
     SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject, TaskFilter,
     TaskStart, TaskTransition, TaskUpdate, open_store,
 };
-use sqlx::postgres::PgConnectOptions;
-use sqlx::{Connection, Executor, PgConnection};
+use rackflow_testkit::db::TestDatabase;
 use uuid::Uuid;
 
 // ---- harness ---------------------------------------------------------------
 
-/// A fresh, migrated database of one dialect.
+/// A fresh, migrated database of one dialect (the kit's [`TestDatabase`]
+/// removes it, also when the test panics).
 struct Db {
     kind: Kind,
-    /// Cleanup still owed (cleared by [`Db::finish`]; else done on drop).
-    cleanup: Option<Cleanup>,
+    // Last: removed after the pool is closed.
+    database: Option<TestDatabase>,
 }
 
 enum Kind {
@@ -58,52 +59,28 @@ enum Kind {
     Postgres(PgStore),
 }
 
-enum Cleanup {
-    SqliteFile(PathBuf),
-    PgDatabase {
-        admin: Box<PgConnectOptions>,
-        name: String,
-    },
-}
-
 impl Db {
     async fn sqlite() -> Db {
-        let path = std::env::temp_dir().join(format!("rackflow-store-test-{}.db", Uuid::new_v4()));
-        let store = SqliteStore::open(&path).await.expect("open SQLite store");
+        let database = TestDatabase::sqlite();
+        let path = database.sqlite_path().expect("a SQLite file");
+        let store = SqliteStore::open(path).await.expect("open SQLite store");
         Db {
             kind: Kind::Sqlite(store),
-            cleanup: Some(Cleanup::SqliteFile(path)),
+            database: Some(database),
         }
     }
 
     /// `None` when PostgreSQL tests are skipped (no `DATABASE_URL`, no `CI`).
     async fn postgres() -> Option<Db> {
-        let url = database_url()?;
-        let admin = PgConnectOptions::from_str(&url).expect("DATABASE_URL is not a postgres URL");
-        let name = format!("rackflow_store_test_{}", Uuid::new_v4().simple());
-        let mut conn = PgConnection::connect_with(&admin)
+        let database = TestDatabase::postgres().await?;
+        let url = database.postgres_url().expect("a PostgreSQL database");
+        // On failure the database guard drops the database.
+        let store = PgStore::connect(url)
             .await
-            .expect("connect to DATABASE_URL");
-        conn.execute(format!("CREATE DATABASE \"{name}\"").as_str())
-            .await
-            .expect("create test database");
-        conn.close().await.ok();
-        // From here on the database exists: the guard drops it even if
-        // connecting or migrating fails.
-        let cleanup = Cleanup::PgDatabase {
-            admin: Box::new(admin.clone()),
-            name: name.clone(),
-        };
-        let store = match PgStore::connect_with(admin.database(&name)).await {
-            Ok(store) => store,
-            Err(e) => {
-                cleanup.run_blocking();
-                panic!("connect PostgreSQL store: {e}");
-            }
-        };
+            .unwrap_or_else(|e| panic!("connect PostgreSQL store: {e}"));
         Some(Db {
             kind: Kind::Postgres(store),
-            cleanup: Some(cleanup),
+            database: Some(database),
         })
     }
 
@@ -150,74 +127,8 @@ impl Db {
             Kind::Sqlite(s) => s.close().await,
             Kind::Postgres(s) => s.close().await,
         }
-        if let Some(cleanup) = self.cleanup.take() {
-            cleanup.run().await;
-        }
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        if let Some(cleanup) = self.cleanup.take() {
-            cleanup.run_blocking();
-        }
-    }
-}
-
-impl Cleanup {
-    async fn run(self) {
-        match self {
-            Cleanup::SqliteFile(path) => {
-                for suffix in ["", "-wal", "-shm"] {
-                    let mut file = path.clone().into_os_string();
-                    file.push(suffix);
-                    std::fs::remove_file(file).ok();
-                }
-            }
-            Cleanup::PgDatabase { admin, name } => {
-                // FORCE ends connections a panicking test left open.
-                let drop_db = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
-                match PgConnection::connect_with(&admin).await {
-                    Ok(mut conn) => {
-                        if let Err(e) = conn.execute(drop_db.as_str()).await {
-                            eprintln!("could not drop test database {name}: {e}");
-                        }
-                        conn.close().await.ok();
-                    }
-                    Err(e) => eprintln!("could not drop test database {name}: {e}"),
-                }
-            }
-        }
-    }
-
-    /// Cleanup from `Drop` (a panicking test): on a thread with its own
-    /// runtime, since the test's runtime cannot be blocked on from here.
-    fn run_blocking(self) {
-        let worker = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("cleanup runtime");
-            runtime.block_on(self.run());
-        });
-        worker.join().ok();
-    }
-}
-
-/// `DATABASE_URL`, or `None` to skip; panics when `CI` is set without it.
-fn database_url() -> Option<String> {
-    match std::env::var("DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("DATABASE_URL is unset but CI is set: the PostgreSQL store tests must run in CI")
-        }
-        _ => {
-            // Straight to stderr: the test harness captures eprintln!.
-            let _ = writeln!(
-                std::io::stderr(),
-                "=== skipped: DATABASE_URL unset — PostgreSQL store test NOT run ==="
-            );
-            None
+        if let Some(database) = self.database.take() {
+            database.remove().await;
         }
     }
 }
@@ -1811,7 +1722,8 @@ fn target_ids(targets: &[OperationRunTarget]) -> Vec<Uuid> {
     targets.iter().map(|t| t.id).collect()
 }
 
-/// Lets the store's clock move on, so "stamped again" is observable.
+/// Lets the store's clock move on, so "stamped again" is observable
+/// (scenario, not polling: the store stamps with the wall clock).
 async fn tick() {
     tokio::time::sleep(Duration::from_millis(5)).await;
 }
@@ -2341,6 +2253,8 @@ async fn run_lock_apply_concurrent_attempts(db: &Db) {
             (outcome, seen)
         }
     });
+    // Scenario, not polling: the waiter must still be blocked after a while
+    // (that it is not done is no event to wait for).
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiter.is_finished(), "a manual control waits for the lock");
     release_tx.send(()).unwrap();
@@ -3622,7 +3536,8 @@ async fn sqlite_and_postgres_schemas_have_the_same_tables_and_columns() {
 
 #[tokio::test]
 async fn open_store_opens_sqlite_in_wal_mode_with_foreign_keys() {
-    let path = std::env::temp_dir().join(format!("rackflow-store-open-{}.db", Uuid::new_v4()));
+    let database = TestDatabase::sqlite();
+    let path = database.sqlite_path().expect("a SQLite file").to_path_buf();
     let store = open_store(&DbTarget::Sqlite(path.clone())).await.unwrap();
     assert_eq!(store.dialect(), "sqlite");
     store.rack_create(&rack(1, "r", None), &[]).await.unwrap();
@@ -3631,7 +3546,7 @@ async fn open_store_opens_sqlite_in_wal_mode_with_foreign_keys() {
     // Reopening runs the (already applied) migrations again harmlessly.
     let db = Db {
         kind: Kind::Sqlite(SqliteStore::open(&path).await.unwrap()),
-        cleanup: Some(Cleanup::SqliteFile(path)),
+        database: Some(database),
     };
     assert_eq!(db.count("rack").await, 1);
     let Kind::Sqlite(lite) = &db.kind else {

@@ -1,7 +1,6 @@
-//! Shared by the end-to-end test files: a real flow server in-process on a
-//! free loopback port with a temporary SQLite file, `rackflow serve` as a
-//! child process (for kill -9), and a runner for the built `rackflow`
-//! binary.
+//! Shared by the end-to-end test files: `rackflow serve` as a child process
+//! (for kill -9) and a runner for the built `rackflow` binary — both need
+//! this crate's binary. The in-process flow server is the test kit's.
 
 #![allow(dead_code)]
 
@@ -9,11 +8,13 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rackflow_store::DbTarget;
+use rackflow_testkit::wait::Lines;
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
+
+/// What `rackflow serve` logs (at info) once it accepts connections.
+pub const SERVE_LISTENING: &str = "flow server listening";
 
 /// Longest any one CLI invocation may take.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -26,78 +27,10 @@ pub fn temp_path(name: &str) -> PathBuf {
     ))
 }
 
-/// A flow server on its own runtime thread; stopped on drop.
-pub struct Server {
-    pub addr: SocketAddr,
-    shutdown: CancellationToken,
-    thread: Option<std::thread::JoinHandle<()>>,
-    db: PathBuf,
-}
-
-impl Server {
-    pub fn start() -> Server {
-        Server::start_with(|_| {})
-    }
-
-    /// [`Server::start`] with the configuration changed by `configure`
-    /// (simulated latencies, dispatcher poll, …).
-    pub fn start_with(
-        configure: impl FnOnce(&mut rackflow_server::Config) + Send + 'static,
-    ) -> Server {
-        let db = temp_path("flow.db");
-        let shutdown = CancellationToken::new();
-        let (tx, rx) = mpsc::channel();
-        let token = shutdown.clone();
-        let db_path = db.clone();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .expect("bind");
-                let addr = listener.local_addr().expect("addr");
-                let store = rackflow_store::open_store(&DbTarget::Sqlite(db_path))
-                    .await
-                    .expect("open store");
-                let mut config = rackflow_server::Config {
-                    listen: addr,
-                    shutdown_grace_secs: 1,
-                    ..Default::default()
-                };
-                configure(&mut config);
-                tx.send(addr).expect("send addr");
-                rackflow_server::serve_on(config, store, listener, token)
-                    .await
-                    .expect("serve");
-            });
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("server did not start");
-        Server {
-            addr,
-            shutdown,
-            thread: Some(thread),
-            db,
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", self.db.display()));
-        }
-    }
-}
+/// A flow server in-process on its own runtime thread (the test kit's).
+// Not every test file that includes this module starts one.
+#[allow(unused_imports)]
+pub use rackflow_testkit::flow::ThreadServer as Server;
 
 pub struct Run {
     pub code: Option<i32>,
@@ -195,12 +128,7 @@ impl ServeProcess {
     }
 
     fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .expect("open serve log");
-        let child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
             .args(["serve", "--listen", &self.addr.to_string()])
             .arg("--db")
             .arg(&self.db)
@@ -213,34 +141,15 @@ impl ServeProcess {
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn rackflow serve");
+        // Follow its log (kept in `self.log`) until it says it listens; an
+        // exit before that ends the log and fails here with it.
+        let stderr = child.stderr.take().expect("piped stderr");
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!(
-                    "rackflow serve exited with {status}; log:\n{}",
-                    self.log_text()
-                );
-            }
-            if rackflow_within(Duration::from_secs(10), Some(self.addr), &["version"]).code
-                == Some(0)
-            {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "rackflow serve did not answer within 20s; log:\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        Lines::follow_into(stderr, &self.log).wait_for(SERVE_LISTENING, Duration::from_secs(20));
+        rackflow_within(Duration::from_secs(10), Some(self.addr), &["version"]).ok();
     }
 
     /// SIGKILL (no shutdown at all), and wait for the process to be gone.
@@ -307,7 +216,7 @@ pub fn import_fleet(server: Option<SocketAddr>, racks: u32) {
     )
     .ok();
     let file = temp_path("fleet.json");
-    std::fs::write(&file, &generated.stdout).unwrap();
+    std::fs::write(&file, &generated.stdout).expect("write fleet file");
     rackflow(server, &["fleet", "import", path_str(&file)]).ok();
     std::fs::remove_file(&file).ok();
 }
@@ -315,7 +224,7 @@ pub fn import_fleet(server: Option<SocketAddr>, racks: u32) {
 /// Makes [`fast_firmware_rule`] the default firmware-upgrade rule.
 pub fn create_fast_default_rule(server: Option<SocketAddr>, poll: &str) {
     let file = temp_path("rule.yaml");
-    std::fs::write(&file, fast_firmware_rule(poll)).unwrap();
+    std::fs::write(&file, fast_firmware_rule(poll)).expect("write rule file");
     rackflow(
         server,
         &[

@@ -6,24 +6,25 @@
 //! - `Flavor::Firmware`: `sushy_fw.py` beside this file, OUR extension of
 //!   sushy's Flask app with an UpdateService, FirmwareInventory and
 //!   TaskService (its module comment says what it adds), run with the same
-//!   arguments and the python of the sushy-tools installation.
+//!   arguments and the python of the sushy-tools installation. It lives in
+//!   this crate (`crates/testkit/sushy_fw.py`).
 //!
 //! Each emulator gets a free port and a fresh temp dir holding its config
 //! (`SUSHY_EMULATOR_STATE_DIR`, and the htpasswd file or TLS key when
 //! asked). The binary is `$SUSHY_EMULATOR`, else `sushy-emulator` on PATH,
 //! else the virtualenv `scripts/redfish-emulator.sh` installs. When none is
 //! found a test fails if `CI` is set and is skipped with a message if not.
-#![allow(dead_code)]
-
 use std::fs;
 use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rackflow_rms::redfish::{Credentials, RedfishClient, RedfishConfig, RedfishNode};
 use tempfile::TempDir;
+
+use crate::wait::wait_until;
 
 /// Where sushy-tools is installed.
 #[derive(Debug, Clone)]
@@ -138,14 +139,9 @@ impl Options {
     }
 }
 
-/// `sushy_fw.py` beside this file. Found from the crate directory so that
-/// other crates' tests (Flow's e2e in `crates/server`) can include this
-/// module with `#[path]`: every crate lives in `crates/<name>`.
+/// `sushy_fw.py` at the root of this crate.
 fn extension_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap_or(Path::new(".."))
-        .join("rms/tests/support/sushy_fw.py")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("sushy_fw.py")
 }
 
 /// A running emulator; killed on drop.
@@ -170,7 +166,7 @@ impl Emulator {
         let state_dir = dir.path().join("state");
         let mut config = format!(
             "SUSHY_EMULATOR_STATE_DIR = {:?}\n",
-            state_dir.to_str().unwrap()
+            state_dir.to_str().expect("utf-8 temp path")
         );
         if let Some((user, password)) = &options.auth {
             let htpasswd = dir.path().join("htpasswd");
@@ -178,7 +174,7 @@ impl Emulator {
             fs::write(&htpasswd, format!("{line}\n")).expect("write htpasswd");
             config.push_str(&format!(
                 "SUSHY_EMULATOR_AUTH_FILE = {:?}\n",
-                htpasswd.to_str().unwrap()
+                htpasswd.to_str().expect("utf-8 temp path")
             ));
         }
         let mut cert_pem = None;
@@ -186,8 +182,8 @@ impl Emulator {
             let (cert, key) = self_signed_cert(dir.path());
             config.push_str(&format!(
                 "SUSHY_EMULATOR_SSL_CERT = {:?}\nSUSHY_EMULATOR_SSL_KEY = {:?}\n",
-                cert.to_str().unwrap(),
-                key.to_str().unwrap()
+                cert.to_str().expect("utf-8 temp path"),
+                key.to_str().expect("utf-8 temp path")
             ));
             cert_pem = Some(fs::read(&cert).expect("read cert"));
         }
@@ -235,6 +231,9 @@ impl Emulator {
         Some(emulator)
     }
 
+    /// The emulator is a separate process with nothing to follow: probe
+    /// its service root until it answers (bounded), failing at once if it
+    /// exits.
     async fn wait_ready(&mut self) {
         let probe = reqwest::Client::builder()
             .danger_accept_invalid_certs(true)
@@ -242,26 +241,36 @@ impl Emulator {
             .build()
             .expect("probe client");
         let url = format!("{}/redfish/v1/", self.base_url);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                panic!(
-                    "emulator exited with {status} before answering:\n{}",
-                    self.log()
-                );
-            }
-            if let Ok(answer) = probe.get(&url).send().await
-                && answer.status().is_success()
-            {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "emulator did not answer on {url} within 30 s:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let what = format!("the emulator to answer on {url}");
+        let child = std::sync::Mutex::new(&mut self.child);
+        let log = self.log.clone();
+        wait_until(
+            &what,
+            Duration::from_secs(30),
+            Duration::from_millis(100),
+            || {
+                let exited = child
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .try_wait()
+                    .expect("try_wait");
+                if let Some(status) = exited {
+                    panic!(
+                        "emulator exited with {status} before answering:\n{}",
+                        fs::read_to_string(&log).unwrap_or_default()
+                    );
+                }
+                let request = probe.get(&url).send();
+                async move {
+                    match request.await {
+                        Ok(answer) if answer.status().is_success() => Some(()),
+                        _ => None,
+                    }
+                }
+            },
+            || fs::read_to_string(&log).unwrap_or_default(),
+        )
+        .await;
     }
 
     /// The emulator's output so far.
@@ -334,14 +343,20 @@ impl FileServer {
             base_url: format!("http://127.0.0.1:{port}"),
             dir,
         };
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "http.server did not listen");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        // A separate process: probe its port until it listens (bounded).
+        wait_until(
+            "http.server to listen",
+            Duration::from_secs(15),
+            Duration::from_millis(50),
+            || async move {
+                tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .ok()
+                    .map(drop)
+            },
+            String::new,
+        )
+        .await;
         server
     }
 

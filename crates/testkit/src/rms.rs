@@ -1,8 +1,6 @@
-//! Test harness: a real rack manager with the `sim` back end on a free
-//! loopback port (gRPC and `/metrics`), a firmware directory with a few
-//! images, and a gRPC client.
-
-#![allow(dead_code)]
+//! A real rack manager on a free loopback port (gRPC and `/metrics`) with
+//! a firmware directory of images and a gRPC client; the `sim` back end
+//! unless the test brings its own.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,18 +9,25 @@ use std::time::Duration;
 
 use rackflow_api::rack_manager as pb;
 use rackflow_api::rack_manager::rack_manager_client::RackManagerClient;
+use rackflow_rms::backend::NodeBackend;
 use rackflow_rms::backend::sim::{SimBackend, SimBackendConfig};
 use rackflow_rms::config::RmsConfig;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
+use crate::wait::wait_until;
+
+/// Builds a rack manager's node back end from its final configuration.
+pub type BuildBackend = dyn Fn(&RmsConfig) -> Arc<dyn NodeBackend>;
+
 pub const RACK: &str = "rack-1";
 pub const IMAGES: [&str; 3] = ["bmc-2.0.fwpkg", "bios-3.1.fwpkg", "psu-1.5.fwpkg"];
 
 pub struct TestRms {
     pub client: RackManagerClient<Channel>,
-    pub sim: Arc<SimBackend>,
+    /// The simulated nodes (`None` when the test brought its back end).
+    sim: Option<Arc<SimBackend>>,
     pub addr: SocketAddr,
     pub metrics_addr: SocketAddr,
     pub firmware_dir: PathBuf,
@@ -47,11 +52,23 @@ impl TestRms {
     }
 
     pub async fn start_with(adjust: impl FnOnce(&mut RmsConfig)) -> TestRms {
+        let images: Vec<(&str, &[u8])> = IMAGES.iter().map(|i| (*i, &b"image"[..])).collect();
+        Self::start_custom(&images, adjust, None).await
+    }
+
+    /// A rack manager with `images` (name, contents) in its firmware
+    /// directory, its configuration changed by `adjust`, on the sim back end
+    /// or on the one `backend` builds from the final configuration.
+    pub async fn start_custom(
+        images: &[(&str, &[u8])],
+        adjust: impl FnOnce(&mut RmsConfig),
+        backend: Option<&BuildBackend>,
+    ) -> TestRms {
         let firmware_dir =
             std::env::temp_dir().join(format!("rms-test-fw-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&firmware_dir).expect("firmware dir");
-        for image in IMAGES {
-            std::fs::write(firmware_dir.join(image), b"image").expect("write image");
+        for (name, contents) in images {
+            std::fs::write(firmware_dir.join(name), contents).expect("write image");
         }
         let mut config = RmsConfig::default();
         config.workflows.firmware_dir = firmware_dir.clone();
@@ -59,16 +76,21 @@ impl TestRms {
         config.shutdown_grace_seconds = 1;
         config.nodes.sim = fast_sim();
         adjust(&mut config);
-        let sim = Arc::new(SimBackend::new(config.nodes.sim.clone()));
+        let (sim, node_backend): (Option<Arc<SimBackend>>, Arc<dyn NodeBackend>) = match backend {
+            Some(build) => (None, build(&config)),
+            None => {
+                let sim = Arc::new(SimBackend::new(config.nodes.sim.clone()));
+                (Some(sim.clone()), sim)
+            }
+        };
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let metrics = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let metrics_addr = metrics.local_addr().expect("addr");
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();
-        let backend = sim.clone();
         let handle = tokio::spawn(async move {
-            rackflow_rms::server::serve_on(config, backend, listener, Some(metrics), stop)
+            rackflow_rms::server::serve_on(config, node_backend, listener, Some(metrics), stop)
                 .await
                 .expect("rack manager runs");
         });
@@ -86,6 +108,13 @@ impl TestRms {
             shutdown,
             handle: Some(handle),
         }
+    }
+
+    /// The simulated nodes; panics if the test brought its own back end.
+    pub fn sim(&self) -> &Arc<SimBackend> {
+        self.sim
+            .as_ref()
+            .expect("a rack manager on the sim back end")
     }
 
     pub async fn stop(mut self) {
@@ -112,7 +141,7 @@ impl TestRms {
             .expect("CreateNodes")
             .into_inner();
         assert_eq!(
-            resp.response.unwrap().status,
+            resp.response.expect("response").status,
             pb::ReturnCode::Success as i32
         );
     }
@@ -130,37 +159,22 @@ impl TestRms {
             .job_states
     }
 
-    /// Polls GetJobStatus until the job is terminal (10 s at most).
+    /// Waits until the job is terminal (10 s at most); see
+    /// [`wait_job_terminal`].
     pub async fn wait_terminal(&self, job_id: &str) -> pb::JobStatus {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let status = self.job(job_id, false).await.remove(0);
-            let state = status.execution_state;
-            if state == pb::JobExecutionState::Completed as i32
-                || state == pb::JobExecutionState::Failed as i32
-            {
-                return status;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "job {job_id} not terminal: {status:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        wait_job_terminal(&mut self.client.clone(), job_id, Duration::from_secs(10)).await
     }
 
-    /// Polls GetJobStatus until the job is Running (the worker started).
+    /// Waits until the job is Running (the worker started), 10 s at most.
     pub async fn wait_running(&self, job_id: &str) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while self.job(job_id, false).await[0].execution_state
-            != pb::JobExecutionState::Running as i32
-        {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "job {job_id} never ran"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_job(
+            &mut self.client.clone(),
+            job_id,
+            "Running",
+            Duration::from_secs(10),
+            |state| state == pb::JobExecutionState::Running as i32,
+        )
+        .await;
     }
 
     /// `GET /metrics` over a raw HTTP/1.1 connection: (status line, body).
@@ -216,4 +230,67 @@ pub fn fw(target: &str, filename: &str) -> pb::FirmwareTarget {
         target: target.to_owned(),
         filename: filename.to_owned(),
     }
+}
+
+/// Waits until the job is Completed or Failed and returns its status.
+pub async fn wait_job_terminal(
+    client: &mut RackManagerClient<Channel>,
+    job_id: &str,
+    deadline: Duration,
+) -> pb::JobStatus {
+    wait_job(client, job_id, "a terminal state", deadline, |state| {
+        state == pb::JobExecutionState::Completed as i32
+            || state == pb::JobExecutionState::Failed as i32
+    })
+    .await
+}
+
+/// Reads GetJobStatus until `done` holds for its execution state. The rack
+/// manager publishes no job events (GetJobStatus is its only view of a
+/// job), so this is a bounded poll every 5 ms — the one wait of the kit
+/// that re-reads on a timer while in-process.
+pub async fn wait_job(
+    client: &mut RackManagerClient<Channel>,
+    job_id: &str,
+    what: &str,
+    deadline: Duration,
+    done: impl Fn(i32) -> bool,
+) -> pb::JobStatus {
+    let last = std::sync::Mutex::new(None);
+    let what = format!("job {job_id} to reach {what}");
+    wait_until(
+        &what,
+        deadline,
+        Duration::from_millis(5),
+        || {
+            let mut client = client.clone();
+            let last = &last;
+            let done = &done;
+            async move {
+                let status = client
+                    .get_job_status(pb::GetJobStatusRequest {
+                        job_id: job_id.to_owned(),
+                        include_child_job_states: false,
+                    })
+                    .await
+                    .expect("GetJobStatus")
+                    .into_inner()
+                    .job_states
+                    .remove(0);
+                let reached = done(status.execution_state);
+                *last
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status.clone());
+                reached.then_some(status)
+            }
+        },
+        || {
+            format!(
+                "last status: {:?}",
+                last.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            )
+        },
+    )
+    .await
 }

@@ -1,0 +1,469 @@
+//! A real flow server on a free loopback port, on a [`TestDatabase`], with
+//! its store observed ([`Changes`]), and the fixtures the flow tests build
+//! on.
+//!
+//! [`TestServer`] runs in the test's runtime (async tests);
+//! [`ThreadServer`] runs on its own runtime thread, for synchronous tests
+//! that drive the `rackflow` binary.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rackflow_api::v1 as pb;
+pub use rackflow_api::v1::flow_client::FlowClient;
+pub use rackflow_api::v1::flow_extensions_client::FlowExtensionsClient;
+use rackflow_engine::sim::SimFleet;
+use rackflow_server::Config;
+use rackflow_store::Store;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+use uuid::Uuid;
+
+use crate::changes::{Changes, ObservedStore, Waiter};
+use crate::db::{Backend, TestDatabase};
+
+/// The client of our own RPCs on `v1.FlowExtensions`
+/// (`PreviewOperationRun`, `WatchOperationRun`): the one place in the kit
+/// that names their service.
+pub type ExtensionsClient = FlowExtensionsClient<Channel>;
+
+/// [`ExtensionsClient`] on `channel`.
+pub fn flow_extensions(channel: Channel) -> ExtensionsClient {
+    FlowExtensionsClient::new(channel)
+}
+
+pub struct TestServer {
+    pub client: FlowClient<Channel>,
+    pub addr: SocketAddr,
+    channel: Channel,
+    changes: Changes,
+    shutdown: CancellationToken,
+    handle: Option<tokio::task::JoinHandle<()>>,
+    // Last: removed after the server is gone.
+    db: Option<TestDatabase>,
+}
+
+impl TestServer {
+    /// Starts a server whose dispatcher does not drive runs (plans and
+    /// reads stay as created); `None` when the backend is unavailable
+    /// outside CI.
+    pub async fn start(backend: Backend) -> Option<TestServer> {
+        let mut config = Config::default();
+        config.dispatcher.enabled = false;
+        Self::start_with(backend, config).await
+    }
+
+    pub async fn start_with(backend: Backend, config: Config) -> Option<TestServer> {
+        Self::start_on(backend, config, None).await
+    }
+
+    /// [`TestServer::start_with`] whose server drives `fleet`: the test keeps
+    /// a handle on the simulated hardware and may hand it to the next server
+    /// ([`TestServer::restart_with_fleet`]), as real hardware outlives a
+    /// restart of the flow server.
+    pub async fn start_with_fleet(
+        backend: Backend,
+        config: Config,
+        fleet: Arc<SimFleet>,
+    ) -> Option<TestServer> {
+        Self::start_on(backend, config, Some(fleet)).await
+    }
+
+    async fn start_on(
+        backend: Backend,
+        config: Config,
+        fleet: Option<Arc<SimFleet>>,
+    ) -> Option<TestServer> {
+        let db = TestDatabase::create(backend).await?;
+        let changes = Changes::new();
+        let (channel, addr, shutdown, handle) = launch(&db, &changes, config, fleet).await;
+        Some(TestServer {
+            client: FlowClient::new(channel.clone()),
+            addr,
+            channel,
+            changes,
+            shutdown,
+            handle: Some(handle),
+            db: Some(db),
+        })
+    }
+
+    /// A client of our own RPCs (see [`flow_extensions`]).
+    pub fn extensions(&self) -> ExtensionsClient {
+        flow_extensions(self.channel.clone())
+    }
+
+    /// The writes to this server's store.
+    pub fn changes(&self) -> &Changes {
+        &self.changes
+    }
+
+    /// A waiter on this server's store writes (see [`Changes::waiter`]).
+    pub fn waiter(&self, what: impl Into<String>, deadline: Duration) -> Waiter {
+        self.changes.waiter(what, deadline)
+    }
+
+    /// Stops the server and removes its database.
+    pub async fn stop(mut self) {
+        self.halt().await;
+        if let Some(db) = self.db.take() {
+            db.remove().await;
+        }
+    }
+
+    async fn halt(&mut self) {
+        self.shutdown.cancel();
+        if let Some(h) = self.handle.take() {
+            let _ = h.await;
+        }
+    }
+
+    /// Stops the server gracefully (as `stop`, but keeping its database) and
+    /// starts a new one on the same database with `config`, on a new port;
+    /// `client` and `addr` then point at the new server.
+    pub async fn restart_with(&mut self, config: Config) {
+        self.relaunch(config, None).await;
+    }
+
+    /// [`TestServer::restart_with`], the new server driving `fleet`.
+    pub async fn restart_with_fleet(&mut self, config: Config, fleet: Arc<SimFleet>) {
+        self.relaunch(config, Some(fleet)).await;
+    }
+
+    async fn relaunch(&mut self, config: Config, fleet: Option<Arc<SimFleet>>) {
+        self.halt().await;
+        let db = self.db.as_ref().expect("database kept until stop");
+        let (channel, addr, shutdown, handle) = launch(db, &self.changes, config, fleet).await;
+        self.client = FlowClient::new(channel.clone());
+        self.channel = channel;
+        self.addr = addr;
+        self.shutdown = shutdown;
+        self.handle = Some(handle);
+    }
+}
+
+/// Opens the store, binds port 0 and serves; returns a connected channel.
+async fn launch(
+    db: &TestDatabase,
+    changes: &Changes,
+    mut config: Config,
+    fleet: Option<Arc<SimFleet>>,
+) -> (
+    Channel,
+    SocketAddr,
+    CancellationToken,
+    tokio::task::JoinHandle<()>,
+) {
+    let store: Arc<dyn Store> = rackflow_store::open_store(db.target())
+        .await
+        .expect("open store");
+    let store = ObservedStore::wrap(store, changes.clone());
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    config.listen = addr;
+    config.shutdown_grace_secs = 1;
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let handle = tokio::spawn(async move {
+        let served = match fleet {
+            Some(fleet) => {
+                rackflow_server::serve_with_fleet(config, store, fleet, listener, stop).await
+            }
+            None => rackflow_server::serve_on(config, store, listener, stop).await,
+        };
+        served.expect("server runs");
+    });
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect to test server");
+    (channel, addr, shutdown, handle)
+}
+
+/// One of several servers on one database the test owns (replicas); its
+/// writes go to the [`Changes`] it is given.
+pub struct Replica {
+    pub client: FlowClient<Channel>,
+    pub addr: SocketAddr,
+    shutdown: CancellationToken,
+    handle: tokio::task::JoinHandle<()>,
+}
+
+impl Replica {
+    pub async fn start(db: &TestDatabase, changes: &Changes, config: Config) -> Replica {
+        let (channel, addr, shutdown, handle) = launch(db, changes, config, None).await;
+        Replica {
+            client: FlowClient::new(channel),
+            addr,
+            shutdown,
+            handle,
+        }
+    }
+
+    /// Stops the server gracefully (in-flight work ends first).
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = self.handle.await;
+    }
+}
+
+/// A flow server on SQLite on its own runtime thread, for synchronous tests
+/// (the CLI's); stopped on drop.
+pub struct ThreadServer {
+    pub addr: SocketAddr,
+    changes: Changes,
+    shutdown: CancellationToken,
+    thread: Option<std::thread::JoinHandle<()>>,
+    // Last: removed after the server is gone.
+    _db: TestDatabase,
+}
+
+impl ThreadServer {
+    pub fn start() -> ThreadServer {
+        ThreadServer::start_with(|_| {})
+    }
+
+    /// [`ThreadServer::start`] with the configuration changed by `configure`
+    /// (simulated latencies, dispatcher poll, …).
+    pub fn start_with(configure: impl FnOnce(&mut Config) + Send + 'static) -> ThreadServer {
+        let db = TestDatabase::sqlite();
+        let target = db.target().clone();
+        let changes = Changes::new();
+        let observed = changes.clone();
+        let shutdown = CancellationToken::new();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let token = shutdown.clone();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                let addr = listener.local_addr().expect("addr");
+                let store = rackflow_store::open_store(&target)
+                    .await
+                    .expect("open store");
+                let store = ObservedStore::wrap(store, observed);
+                let mut config = Config {
+                    listen: addr,
+                    shutdown_grace_secs: 1,
+                    ..Default::default()
+                };
+                configure(&mut config);
+                tx.send(addr).expect("send addr");
+                rackflow_server::serve_on(config, store, listener, token)
+                    .await
+                    .expect("serve");
+            });
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("server did not start");
+        ThreadServer {
+            addr,
+            changes,
+            shutdown,
+            thread: Some(thread),
+            _db: db,
+        }
+    }
+
+    /// A waiter on this server's store writes (see [`Changes::waiter`]).
+    pub fn waiter(&self, what: impl Into<String>, deadline: Duration) -> Waiter {
+        self.changes.waiter(what, deadline)
+    }
+}
+
+impl Drop for ThreadServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+// ---- fixtures ---------------------------------------------------------------
+
+/// The upstream fixture id `00000000-0000-0000-0000-0000000000NN`.
+pub fn fixture_id(n: u32) -> Uuid {
+    Uuid::parse_str(&format!("00000000-0000-0000-0000-{n:012}")).expect("fixture id")
+}
+
+pub fn uuid(id: Uuid) -> pb::Uuid {
+    pb::Uuid { id: id.to_string() }
+}
+
+fn component(kind: pb::ComponentType, rack_ext: &str, i: usize, mac_seed: u32) -> pb::Component {
+    let type_name = format!("{kind:?}").to_lowercase();
+    pb::Component {
+        r#type: kind as i32,
+        info: Some(pb::DeviceInfo {
+            name: format!("{rack_ext}-{type_name}-{i:02}"),
+            manufacturer: "NVIDIA".into(),
+            serial_number: format!("SN-{rack_ext}-{type_name}-{i:02}"),
+            ..Default::default()
+        }),
+        firmware_version: "1.0.0".into(),
+        component_id: format!("{rack_ext}-{type_name}-{i:02}"),
+        bmcs: vec![pb::BmcInfo {
+            r#type: pb::BmcType::Host as i32,
+            mac_address: format!(
+                "02:00:{:02x}:{:02x}:{:02x}:{:02x}",
+                (mac_seed >> 16) & 0xff,
+                (mac_seed >> 8) & 0xff,
+                mac_seed & 0xff,
+                (kind as u32) * 16 + i as u32
+            ),
+            ip_address: None,
+        }],
+        position: Some(pb::RackPosition {
+            slot_id: i as i32,
+            tray_idx: i as i32,
+            host_id: 0,
+        }),
+        ..Default::default()
+    }
+}
+
+/// A rack with `compute` compute trays, one NVSwitch and one power shelf.
+pub fn rack(n: u32, id: Option<Uuid>, compute: usize) -> pb::Rack {
+    let ext = format!("r-{n:04}");
+    let mut components: Vec<pb::Component> = (0..compute)
+        .map(|i| component(pb::ComponentType::Compute, &ext, i, n))
+        .collect();
+    components.push(component(pb::ComponentType::Nvswitch, &ext, 0, n));
+    components.push(component(pb::ComponentType::Powershelf, &ext, 0, n));
+    pb::Rack {
+        info: Some(pb::DeviceInfo {
+            id: id.map(uuid),
+            name: format!("rack-{n:03}"),
+            manufacturer: "NVIDIA".into(),
+            model: Some("GB200 NVL72".into()),
+            serial_number: format!("RSN-{n:05}"),
+            ..Default::default()
+        }),
+        location: Some(pb::Location {
+            region: "eu".into(),
+            datacenter: "dc1".into(),
+            room: "a".into(),
+            position: format!("row-1/pos-{n}"),
+        }),
+        external_id: ext,
+        components,
+        ..Default::default()
+    }
+}
+
+/// Creates racks 1..=count with fixture ids; returns their ids in order.
+pub async fn fixture_fleet(client: &mut FlowClient<Channel>, count: u32) -> Vec<Uuid> {
+    let mut ids = Vec::new();
+    for n in 1..=count {
+        let id = fixture_id(n);
+        client
+            .create_expected_rack(pb::CreateExpectedRackRequest {
+                rack: Some(rack(n, Some(id), 2)),
+            })
+            .await
+            .expect("create rack");
+        ids.push(id);
+    }
+    ids
+}
+
+/// A valid create request: `percentage`% with the given seeds, one
+/// failure-rate gate, equal phases.
+pub fn run_request(
+    name: &str,
+    percentage: i32,
+    selector_seed: &str,
+    ordering_seed: &str,
+    phases: i32,
+) -> pb::CreateOperationRunRequest {
+    pb::CreateOperationRunRequest {
+        name: name.into(),
+        description: "test run".into(),
+        configuration: Some(pb::OperationRunConfiguration {
+            selector: Some(pb::OperationRunSelector {
+                selector: Some(pb::operation_run_selector::Selector::Percentage(
+                    pb::PercentageSelector {
+                        percentage,
+                        seed: selector_seed.into(),
+                    },
+                )),
+            }),
+            options: Some(pb::OperationRunOptions {
+                max_concurrent_targets: 2,
+                safety_policy: Some(pb::OperationRunSafetyPolicy {
+                    gates: vec![pb::OperationRunSafetyGate {
+                        gate: Some(pb::operation_run_safety_gate::Gate::FailureRate(
+                            pb::OperationRunFailureRateGate {
+                                scope: pb::OperationRunSafetyGateScope::CurrentPhase as i32,
+                                failure_threshold_percent: 50,
+                            },
+                        )),
+                    }],
+                }),
+                ordering_policy: Some(pb::OperationRunOrderingPolicy {
+                    ordering: Some(pb::operation_run_ordering_policy::Ordering::Random(
+                        pb::OperationRunRandomOrdering {
+                            seed: ordering_seed.into(),
+                        },
+                    )),
+                }),
+                phase_policy: Some(pb::OperationRunPhasePolicy {
+                    plan: Some(pb::operation_run_phase_policy::Plan::Equal(
+                        pb::EqualOperationRunPhases {
+                            phase_count: phases,
+                        },
+                    )),
+                    advance_policy: None,
+                }),
+                conflict_policy: None,
+            }),
+            operation: Some(pb::OperationRunOperation {
+                operation: Some(pb::operation_run_operation::Operation::UpgradeFirmware(
+                    pb::UpgradeFirmwareRequest {
+                        target_version: Some("2.0.0".into()),
+                        ..Default::default()
+                    },
+                )),
+                target_scope: None,
+            }),
+        }),
+    }
+}
+
+/// Shortcuts into a request's nested configuration.
+pub fn options(req: &mut pb::CreateOperationRunRequest) -> &mut pb::OperationRunOptions {
+    req.configuration
+        .as_mut()
+        .and_then(|c| c.options.as_mut())
+        .expect("options")
+}
+
+pub fn upgrade(req: &mut pb::CreateOperationRunRequest) -> &mut pb::UpgradeFirmwareRequest {
+    match req
+        .configuration
+        .as_mut()
+        .and_then(|c| c.operation.as_mut())
+        .and_then(|o| o.operation.as_mut())
+    {
+        Some(pb::operation_run_operation::Operation::UpgradeFirmware(fw)) => fw,
+        None => panic!("no upgrade_firmware"),
+    }
+}
+
+pub fn target_scope(req: &mut pb::CreateOperationRunRequest) -> &mut pb::OperationRunTargetScope {
+    req.configuration
+        .as_mut()
+        .and_then(|c| c.operation.as_mut())
+        .expect("operation")
+        .target_scope
+        .get_or_insert_with(Default::default)
+}
