@@ -76,7 +76,8 @@ pub async fn serve_on(
             .limits(&config.workflows.job_limits())
             .build(),
     );
-    let reaper = tracker.spawn_reaper();
+    let reaper_stop = CancellationToken::new();
+    let reaper = tracker.spawn_reaper(reaper_stop.clone());
     let metrics_stop = CancellationToken::new();
     let metrics_task = metrics_listener.map(|l| {
         let addr = l.local_addr().ok();
@@ -112,7 +113,10 @@ pub async fn serve_on(
     };
     let signalled = tracker.shutdown_and_await_terminal(shutdown_timeout).await;
     tracing::info!(signalled, "rack manager drained jobs");
-    reaper.abort();
+    reaper_stop.cancel();
+    if let Err(e) = reaper.await {
+        tracing::warn!(error = %e, "job reaper ended abnormally");
+    }
     metrics_stop.cancel();
     let metrics_result = match metrics_task {
         Some(task) => task.await.unwrap_or(Ok(())),

@@ -160,7 +160,11 @@ pub struct RedfishBackend {
 
 impl fmt::Debug for RedfishBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let cached = self.nodes.lock().map(|n| n.len()).unwrap_or(0);
+        let cached = self
+            .nodes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
         f.debug_struct("RedfishBackend")
             .field("config", &self.config)
             .field("cached_nodes", &cached)

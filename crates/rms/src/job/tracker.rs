@@ -709,22 +709,27 @@ impl JobTracker {
         self.cleanup_expired()
     }
 
-    /// Starts the reaper at `reaper_interval(ttl)`. The task holds only a
-    /// `Weak` reference and exits once the tracker is dropped.
-    pub fn spawn_reaper(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
-        self.spawn_reaper_with_interval(reaper_interval(self.terminal_job_ttl))
+    /// Starts the reaper at `reaper_interval(ttl)`; it stops when `stop` is
+    /// cancelled (the server's shutdown order) or once the tracker is
+    /// dropped (the task holds only a `Weak` reference).
+    pub fn spawn_reaper(self: &Arc<Self>, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+        self.spawn_reaper_with_interval(reaper_interval(self.terminal_job_ttl), stop)
     }
 
     /// Starts the reaper with an explicit interval (a test seam).
     pub fn spawn_reaper_with_interval(
         self: &Arc<Self>,
         interval: Duration,
+        stop: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
         let weak: Weak<Self> = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(interval);
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
                 let Some(tracker) = weak.upgrade() else {
                     break;
                 };

@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 use super::aggregate::{FirmwareParentFailureResult, SwitchParentFailureResult};
 use super::clock::ManualClock;
@@ -1136,7 +1137,7 @@ async fn spawned_reaper_evicts_without_creations_and_stops_with_the_tracker() {
     }
     clock.advance(TTL);
 
-    let reaper = tracker.spawn_reaper();
+    let reaper = tracker.spawn_reaper(CancellationToken::new());
     // TTL 1 h → the reaper ticks every 300 s; virtual time advances instantly.
     tokio::time::sleep(Duration::from_secs(301)).await;
     assert!(
@@ -1498,4 +1499,18 @@ fn transition_error_messages() {
         .to_string(),
         "job j: children changed while aggregating"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn spawned_reaper_stops_when_its_token_is_cancelled() {
+    let (_clock, tracker) = manual_tracker(100);
+    let stop = CancellationToken::new();
+    let reaper = tracker.spawn_reaper(stop.clone());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!reaper.is_finished(), "the reaper runs until stopped");
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(1), reaper)
+        .await
+        .expect("the reaper ends once its token is cancelled, with the tracker still alive")
+        .expect("reaper task");
 }
