@@ -688,6 +688,14 @@ async fn rack_operations_complete_with_task_fields_and_reports(backend: Backend)
         assert_eq!(t.operation, operation);
         let t = cancel(&mut s.client, id).await.expect("cancel");
         assert_eq!(status(&t), pb::TaskStatus::Terminated);
+        // Cancel answers once `terminated` is recorded; the executor writes
+        // its last report snapshot (stages cancelled) when it has stopped,
+        // which may come after the answer. The listing below expects it.
+        let t = wait_task(&mut s, id, "its last report snapshot", |t| {
+            !t.report.is_empty()
+        })
+        .await;
+        assert_eq!(status(&t), pb::TaskStatus::Terminated);
     }
 
     // Listing: newest first, reports only on request, the rack filter.
