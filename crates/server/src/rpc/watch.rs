@@ -76,8 +76,18 @@ pub(crate) async fn watch(
                     let terminal = run.status.is_terminal();
                     let message = convert::operation_run(&run, stats.as_ref());
                     if last.as_ref() != Some(&message) {
-                        if tx.send(Ok(message.clone())).await.is_err() {
-                            return;
+                        // A client that stops reading fills the channel; the
+                        // send must not hold shutdown up.
+                        tokio::select! {
+                            sent = tx.send(Ok(message.clone())) => {
+                                if sent.is_err() {
+                                    return;
+                                }
+                            }
+                            () = stop.cancelled() => {
+                                let _ = tx.try_send(Err(Status::unavailable(SHUTTING_DOWN)));
+                                return;
+                            }
                         }
                         last = Some(message);
                     }
