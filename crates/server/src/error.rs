@@ -26,18 +26,6 @@ pub enum ApiError {
     Engine(#[from] EngineError),
 }
 
-impl From<TaskError> for ApiError {
-    fn from(e: TaskError) -> Self {
-        ApiError::Engine(EngineError::Task(e))
-    }
-}
-
-impl From<ScheduleError> for ApiError {
-    fn from(e: ScheduleError) -> Self {
-        ApiError::Engine(EngineError::Schedule(e))
-    }
-}
-
 impl ApiError {
     /// The gRPC code of this error.
     pub fn code(&self) -> Code {
@@ -155,22 +143,24 @@ mod tests {
                 "name must be at most 128 characters",
             ),
             (
-                ScheduleError::Lookup {
+                EngineError::from(ScheduleError::Lookup {
                     kind: LookupKind::Ambiguous,
                     message: "rack name=a is ambiguous".into(),
-                }
+                })
                 .into(),
                 Code::FailedPrecondition,
                 "rack name=a is ambiguous",
             ),
             (
-                ScheduleError::Store(StoreError::AlreadyExists("task schedule name \"x\"".into()))
-                    .into(),
+                EngineError::from(ScheduleError::Store(StoreError::AlreadyExists(
+                    "task schedule name \"x\"".into(),
+                )))
+                .into(),
                 Code::AlreadyExists,
                 "task schedule name \"x\" already exists",
             ),
             (
-                TaskError::QueueFull(3).into(),
+                EngineError::from(TaskError::QueueFull(3)).into(),
                 Code::FailedPrecondition,
                 "waiting queue is full (3/5 tasks)",
             ),
