@@ -20,7 +20,7 @@
 //! conflict streak reaches `retry_timeout` or a claim lease expires, after
 //! an auto-advance, and shortly after an attempt found its run locked.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,6 +86,33 @@ struct Attempt {
     /// The run's conflict policy, read under the lock (saves a re-read per
     /// submission batch).
     conflict_policy: rackflow_domain::run::ConflictPolicy,
+    /// Child tasks the attempt read as finished, and so reconciled.
+    seen_finished: Vec<Uuid>,
+}
+
+/// Requests for a run that came in while it was being dispatched.
+#[derive(Default)]
+struct Pending {
+    /// Asked for again, for a reason other than a child's finish.
+    again: bool,
+    /// Children whose finish asked for the run meanwhile. A finish that an
+    /// attempt of the dispatch in progress already read (it committed before
+    /// that attempt's read) needs no further attempt: in a refill wave a
+    /// third of all attempts used to be such no-ops, each a write
+    /// transaction other refills queued behind.
+    finished_children: HashSet<Uuid>,
+}
+
+impl Pending {
+    /// Whether these requests need one more dispatch after one that read
+    /// `seen_finished` children as finished.
+    fn needs_another(&self, seen_finished: &HashSet<Uuid>) -> bool {
+        self.again
+            || self
+                .finished_children
+                .iter()
+                .any(|task_id| !seen_finished.contains(task_id))
+    }
 }
 
 /// Drives operation runs and applies manual controls.
@@ -99,9 +126,10 @@ pub struct Dispatcher {
     /// Child task → its run, for the tasks this process submitted: a
     /// finished child wakes its own run at once instead of a whole pass.
     run_of_task: Mutex<HashMap<Uuid, Uuid>>,
-    /// Runs being dispatched right now, and whether another request came in
-    /// meanwhile (then the run is dispatched once more when it is done).
-    busy: Mutex<HashMap<Uuid, bool>>,
+    /// Runs being dispatched right now, and the requests that came in
+    /// meanwhile (then the run is dispatched once more when it is done,
+    /// unless the dispatch already covered them).
+    busy: Mutex<HashMap<Uuid, Pending>>,
     /// Bounds how many runs are dispatched at once.
     slots: tokio::sync::Semaphore,
     /// The loop, runs dispatched from task events, and cancellations of
@@ -229,17 +257,18 @@ impl Dispatcher {
                         // receiver) falls back to a full pass.
                         let mut unknown = false;
                         let mut handle = |event: Result<TaskEvent, broadcast::error::RecvError>| match event {
-                            Ok(e) => match dispatcher.run_for_task(e.task_id, e.status.is_finished()) {
-                                Some(run) => dispatcher.dispatch_soon(run),
-                                None if e.status.is_finished() => unknown = true,
-                                // Pending, waiting and running all count as
-                                // an active child (§3.3), so an unfinished
-                                // task changes no decision. Every child this
-                                // process submits announces itself that way
-                                // before its run is known here; a full pass
-                                // for each was a sixth of the dispatcher's
-                                // CPU with twenty runs going.
-                                None => {}
+                            // Pending, waiting and running all count as an
+                            // active child (§3.3), so an unfinished task
+                            // changes no decision. Every child this process
+                            // submits announces itself that way, often after
+                            // its run is known here: an attempt for each was a
+                            // third of all attempts in a refill wave, and a
+                            // full pass for each (before the run is known) a
+                            // sixth of the dispatcher's CPU with twenty runs.
+                            Ok(e) if !e.status.is_finished() => {}
+                            Ok(e) => match dispatcher.finished_child_run(e.task_id) {
+                                Some(run) => dispatcher.request(run, Some(e.task_id)),
+                                None => unknown = true,
                             },
                             Err(broadcast::error::RecvError::Lagged(_)) => unknown = true,
                             Err(broadcast::error::RecvError::Closed) => {}
@@ -272,26 +301,34 @@ impl Dispatcher {
         self.background.shutdown().await;
     }
 
-    /// The run a child task belongs to; forgets finished children.
-    fn run_for_task(&self, task_id: Uuid, finished: bool) -> Option<Uuid> {
-        let mut map = self.run_of_task.lock();
-        if finished {
-            map.remove(&task_id)
-        } else {
-            map.get(&task_id).copied()
-        }
+    /// The run a finished child task belongs to, which is forgotten.
+    fn finished_child_run(&self, task_id: Uuid) -> Option<Uuid> {
+        self.run_of_task.lock().remove(&task_id)
     }
 
     /// Dispatches one run in the background; if it is being dispatched
     /// right now, once more after that.
     fn dispatch_soon(self: &Arc<Self>, id: Uuid) {
+        self.request(id, None);
+    }
+
+    /// Dispatches one run in the background, for `finished_child` if a
+    /// child's finish asks. If the run is being dispatched right now, the
+    /// request is kept and served by one more dispatch after that — unless
+    /// it only reported a child that dispatch read as finished already.
+    fn request(self: &Arc<Self>, id: Uuid, finished_child: Option<Uuid>) {
         {
             let mut busy = self.busy.lock();
-            if let Some(again) = busy.get_mut(&id) {
-                *again = true;
+            if let Some(pending) = busy.get_mut(&id) {
+                match finished_child {
+                    Some(task_id) => {
+                        pending.finished_children.insert(task_id);
+                    }
+                    None => pending.again = true,
+                }
                 return;
             }
-            busy.insert(id, false);
+            busy.insert(id, Pending::default());
         }
         let dispatcher = Arc::clone(self);
         let started = self.background.spawn("dispatch run", async move {
@@ -300,19 +337,23 @@ impl Dispatcher {
                     dispatcher.busy.lock().remove(&id);
                     return;
                 }
-                {
+                let seen_finished = {
                     let _slot = dispatcher.slots.acquire().await;
-                    if let Err(e) = dispatcher.dispatch_run(id).await {
-                        tracing::warn!(run_id = %id, error = %e, "dispatch operation run {id}: {e}");
+                    match dispatcher.dispatch_run(id).await {
+                        Ok(seen) => seen,
+                        Err(e) => {
+                            tracing::warn!(run_id = %id, error = %e, "dispatch operation run {id}: {e}");
+                            HashSet::new()
+                        }
                     }
-                }
+                };
                 let mut busy = dispatcher.busy.lock();
-                match busy.get_mut(&id) {
-                    Some(again) if *again => *again = false,
-                    _ => {
-                        busy.remove(&id);
-                        return;
-                    }
+                let Some(pending) = busy.get_mut(&id) else {
+                    return;
+                };
+                if !std::mem::take(pending).needs_another(&seen_finished) {
+                    busy.remove(&id);
+                    return;
                 }
             }
         });
@@ -345,13 +386,16 @@ impl Dispatcher {
     }
 
     /// Up to two attempts for one run (§3.2 step 8), with the same `now`.
-    pub async fn dispatch_run(&self, id: Uuid) -> Result<(), EngineError> {
+    /// Returns the child tasks the attempts read as finished.
+    pub async fn dispatch_run(&self, id: Uuid) -> Result<HashSet<Uuid>, EngineError> {
         let now = Utc::now();
+        let mut seen_finished = HashSet::new();
         for _ in 0..2 {
             let Some(attempt) = self.attempt(id, now).await? else {
                 self.retry_if_locked(id).await;
-                return Ok(());
+                return Ok(seen_finished);
             };
+            seen_finished.extend(attempt.seen_finished.iter().copied());
             self.changed(id);
             self.due_at(attempt.due);
             if attempt.advanced {
@@ -360,16 +404,16 @@ impl Dispatcher {
                 // child task changed), so without this wake an auto-advancing
                 // run sat idle until the safety-net poll (D2).
                 self.wake_run(id);
-                return Ok(());
+                return Ok(seen_finished);
             }
             if !self
                 .submit_claimed(id, attempt.claimed, &attempt.conflict_policy)
                 .await
             {
-                return Ok(());
+                return Ok(seen_finished);
             }
         }
-        Ok(())
+        Ok(seen_finished)
     }
 
     /// An attempt did not obtain the run. If it is still pending or running,
@@ -392,7 +436,14 @@ impl Dispatcher {
     async fn attempt(&self, id: Uuid, now: DateTime<Utc>) -> Result<Option<Attempt>, EngineError> {
         let lease = self.config.claim_lease;
         let mut planned: Option<AttemptPlan> = None;
+        let mut seen_finished = Vec::new();
         let mut apply = |lock: &mut RunLock| -> Result<(), StoreError> {
+            seen_finished = lock
+                .task_states
+                .iter()
+                .filter(|(_, (status, _))| status.is_finished())
+                .map(|(id, _)| *id)
+                .collect();
             let plan = dispatch::attempt(lock, now, lease);
             lock.run.clone_from(&plan.run);
             lock.targets.clone_from(&plan.targets);
@@ -415,6 +466,7 @@ impl Dispatcher {
             due: plan.next_due,
             conflict_policy: plan.run.configuration.options.conflict_policy,
             claimed: plan.submissions,
+            seen_finished,
         }))
     }
 
@@ -687,5 +739,44 @@ impl Dispatcher {
         }
         self.wake();
         Ok(run)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finishes_the_dispatch_read_need_no_other_attempt() {
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let seen: HashSet<Uuid> = [a, b].into();
+        let pending = Pending {
+            again: false,
+            finished_children: [a, b].into(),
+        };
+        assert!(!pending.needs_another(&seen));
+        assert!(!Pending::default().needs_another(&seen));
+    }
+
+    #[test]
+    fn a_finish_the_dispatch_did_not_read_needs_another_attempt() {
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let pending = Pending {
+            again: false,
+            finished_children: [a, b].into(),
+        };
+        assert!(pending.needs_another(&[a].into()));
+        // A dispatch that failed read nothing.
+        assert!(pending.needs_another(&HashSet::new()));
+    }
+
+    #[test]
+    fn any_other_request_needs_another_attempt() {
+        let a = Uuid::new_v4();
+        let pending = Pending {
+            again: true,
+            finished_children: [a].into(),
+        };
+        assert!(pending.needs_another(&[a].into()));
     }
 }
