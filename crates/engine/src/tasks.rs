@@ -11,6 +11,11 @@
 //! frozen rule definition and its last report; [`TaskManager::recover`]
 //! resumes it from the first unfinished stage. Graceful shutdown stops the
 //! executors without touching task rows, so they resume the same way.
+//!
+//! Clustering (several processes on one PostgreSQL database): every running
+//! task has an owner — the process executing it — and a lease the owner
+//! renews; the `leases` submodule renews them, adopts tasks whose lease
+//! expired, and delivers cancels announced by other processes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,6 +48,9 @@ use crate::executor::{LocalExecutor, ReportSink, TaskJob, TaskOutcome};
 use crate::manager::{ComponentRef, ManagerRegistry};
 use crate::resolve;
 
+#[path = "task_leases.rs"]
+mod leases;
+
 /// Executor name recorded on tasks run in-process.
 pub const LOCAL_EXECUTOR: &str = "local";
 
@@ -51,12 +59,16 @@ pub const LOCAL_EXECUTOR: &str = "local";
 pub struct TaskConfig {
     /// Full promoter sweep (expiry and missed notifications).
     pub promoter_sweep: Duration,
+    /// How long a running task stays this process's without a renewal;
+    /// renewed and swept for expired leases every third of it.
+    pub lease: Duration,
 }
 
 impl Default for TaskConfig {
     fn default() -> Self {
         TaskConfig {
             promoter_sweep: Duration::from_secs(30),
+            lease: Duration::from_secs(15),
         }
     }
 }
@@ -107,14 +119,25 @@ pub struct TaskEvent {
     pub status: TaskStatus,
 }
 
+/// A task this process starts or executes.
+struct Running {
+    /// Fired by a user cancel, a lost lease, or shutdown (its parent).
+    cancel: CancellationToken,
+    /// When its executor started: only then does the row say this process
+    /// owns it, and only then may a lease renewal that misses it stop it.
+    executing_since: Option<std::time::Instant>,
+}
+
 /// Submits, runs, cancels and recovers tasks.
 pub struct TaskManager {
     store: Arc<dyn Store>,
     executor: Arc<LocalExecutor>,
     registry: Arc<ManagerRegistry>,
     config: TaskConfig,
+    /// This process as the owner of the tasks it executes.
+    owner: String,
     /// Per running task: the token a user cancel fires.
-    running: Mutex<HashMap<Uuid, CancellationToken>>,
+    running: Mutex<HashMap<Uuid, Running>>,
     /// The promoter, every executor and their report writers. Its token
     /// stops every executor without touching task rows (shutdown).
     background: Background,
@@ -138,6 +161,7 @@ impl TaskManager {
             executor,
             registry,
             config,
+            owner: leases::process_owner(),
             running: Mutex::new(HashMap::new()),
             background: Background::new("task manager"),
             promote_tx,
@@ -370,6 +394,7 @@ impl TaskManager {
             rule_definition: resolved.definition.clone(),
             executor_type: LOCAL_EXECUTOR.into(),
             execution_id: format!("{LOCAL_EXECUTOR}:{}", task.id),
+            lease: self.lease(),
         };
         let decide = move |unfinished: &[Task]| -> SubmitDecision {
             let candidate = TaskShape {
@@ -526,6 +551,7 @@ impl TaskManager {
             rule_definition: Some(resolved.definition.clone()),
             executor_type: Some(LOCAL_EXECUTOR.into()),
             execution_id: Some(format!("{LOCAL_EXECUTOR}:{}", task.id)),
+            lease: Some(self.lease()),
             ..Default::default()
         };
         // The cancel token exists before the row says `running`: a cancel
@@ -555,8 +581,25 @@ impl TaskManager {
         self.running
             .lock()
             .entry(id)
-            .or_insert_with(|| self.background.token().child_token())
+            .or_insert_with(|| Running {
+                cancel: self.background.token().child_token(),
+                executing_since: None,
+            })
+            .cancel
             .clone()
+    }
+
+    /// The token of a task whose row now says this process runs it.
+    fn executing_token(&self, id: Uuid) -> CancellationToken {
+        let mut running = self.running.lock();
+        let entry = running.entry(id).or_insert_with(|| Running {
+            cancel: self.background.token().child_token(),
+            executing_since: None,
+        });
+        entry
+            .executing_since
+            .get_or_insert_with(std::time::Instant::now);
+        entry.cancel.clone()
     }
 
     fn forget_cancel_token(&self, id: Uuid) {
@@ -564,15 +607,18 @@ impl TaskManager {
     }
 
     fn spawn_run(self: &Arc<Self>, task: Task, resume_from: Option<Report>) {
-        let user_cancel = self.cancel_token(task.id);
+        let user_cancel = self.executing_token(task.id);
         let manager = Arc::clone(self);
         let task_id = task.id;
         let run = self.background.spawn("task run", async move {
             let (outcome, last_report) = manager
                 .execute(&task, resume_from, user_cancel.clone())
                 .await;
-            manager.forget_cancel_token(task.id);
+            // Forgotten only once the outcome is written: until then the
+            // lease renewal keeps the task this process's (an outcome
+            // waiting for the database must not be adopted and run again).
             manager.finish(&task, outcome, last_report).await;
+            manager.forget_cancel_token(task.id);
         });
         if run.is_none() {
             self.forget_cancel_token(task_id);
@@ -591,8 +637,12 @@ impl TaskManager {
     ) -> (Result<TaskOutcome, TaskError>, Option<serde_json::Value>) {
         match self.prepare(task, resume_from).await {
             Ok(Ok(job)) => {
-                let (sink, writer) =
-                    StoreSink::start(Arc::clone(&self.store), task.id, &self.background);
+                let (sink, writer) = StoreSink::start(
+                    Arc::clone(&self.store),
+                    task.id,
+                    self.owner.clone(),
+                    &self.background,
+                );
                 let outcome = self.executor.run(job, sink.clone(), cancel).await;
                 let last_report = sink.finish(writer).await;
                 (Ok(outcome), last_report)
@@ -670,7 +720,7 @@ impl TaskManager {
                 // already; a shutdown leaves the row to the next start), but
                 // the last snapshot — stages failed with `cancelled` — is.
                 if let Some(report) = last_report {
-                    persist_report(self.store.as_ref(), task.id, report).await;
+                    persist_report(self.store.as_ref(), task.id, &self.owner, report).await;
                 }
                 if self.background.is_stopping() {
                     tracing::info!(task_id = %task.id, "task interrupted by shutdown; it resumes on the next start");
@@ -680,15 +730,17 @@ impl TaskManager {
             }
             Err(e) => (TaskStatus::Failed, status_message(&e.to_string())),
         };
-        // The last report snapshot and the outcome in one write.
+        // The last report snapshot and the outcome in one write, only while
+        // this process still owns the task (an adopter's writes win).
         let update = TaskUpdate {
             expected: vec![TaskStatus::Running],
             status: Some(status),
             message: Some(message.clone()),
             report: last_report.clone(),
+            expected_owner: Some(self.owner.clone()),
             ..Default::default()
         };
-        match self.store.task_update_quiet(task.id, &update).await {
+        match self.record_outcome(task.id, &update).await {
             Ok(true) => {
                 tracing::info!(task_id = %task.id, status = %status, message = %message, "task finished");
                 let _ = self.events.send(TaskEvent {
@@ -699,14 +751,15 @@ impl TaskManager {
             }
             Ok(false) => {
                 // Cancelled meanwhile: the row is `terminated`; its report
-                // still gets the final snapshot.
+                // still gets the final snapshot. (Or another process adopted
+                // it: then the owner check keeps this snapshot out.)
                 if let Some(report) = last_report {
-                    persist_report(self.store.as_ref(), task.id, report).await;
+                    persist_report(self.store.as_ref(), task.id, &self.owner, report).await;
                 }
-                tracing::info!(task_id = %task.id, "task was no longer running when it finished (cancelled)")
+                tracing::info!(task_id = %task.id, "task was no longer this process's running task when it finished (cancelled or adopted)")
             }
             Err(e) => {
-                tracing::error!(task_id = %task.id, error = %e, "could not record task outcome; recovery resumes it")
+                tracing::error!(task_id = %task.id, error = %e, "could not record task outcome before shutdown; it resumes where it is adopted")
             }
         }
         self.notify_rack(task.rack_id);
@@ -745,9 +798,18 @@ impl TaskManager {
             ..Default::default()
         };
         let updated = self.store.task_update(id, &update).await?;
-        let token = self.running.lock().get(&id).cloned();
-        if let Some(token) = token {
-            token.cancel();
+        let token = self.running.lock().get(&id).map(|r| r.cancel.clone());
+        match token {
+            Some(token) => token.cancel(),
+            // Another process may be executing it: tell them all (the
+            // owner's lease renewal, which no longer finds it running, is
+            // the backstop).
+            None if task.status == TaskStatus::Running => {
+                if let Err(e) = self.store.task_cancel_announce(id).await {
+                    tracing::warn!(task_id = %id, error = %e, "cancel not announced to other processes; the owner stops at its next lease renewal");
+                }
+            }
+            None => {}
         }
         let current = match updated {
             Some(t) => t,
@@ -866,39 +928,42 @@ impl TaskManager {
     // ---- recovery and shutdown -------------------------------------------
 
     /// Resumes what a previous process left: running tasks continue from
-    /// their first unfinished stage, pending tasks start.
+    /// their first unfinished stage, pending tasks start. Only the running
+    /// tasks whose owner's lease expired are taken — unless this process is
+    /// the only one the database admits ([`Store::exclusive`]), when every
+    /// running task is an orphan of the previous process.
     pub async fn recover(self: &Arc<Self>) -> Result<usize, EngineError> {
-        let tasks = self
-            .store
-            .tasks_with_status(&[TaskStatus::Running, TaskStatus::Pending])
-            .await?;
-        let count = tasks.len();
-        for task in tasks {
-            match task.status {
-                TaskStatus::Running if task.rule_definition.is_some() => {
-                    let report = task
-                        .report
-                        .clone()
-                        .and_then(|r| serde_json::from_value::<Report>(r).ok());
-                    tracing::info!(task_id = %task.id, "resuming running task");
-                    self.spawn_run(task, report);
-                }
-                TaskStatus::Running => {
-                    // Marked running but never frozen: start over from pending.
-                    let back = TaskUpdate {
-                        expected: vec![TaskStatus::Running],
-                        status: Some(TaskStatus::Pending),
-                        message: Some(messages::PENDING.into()),
-                        ..Default::default()
-                    };
-                    if let Ok(Some(pending)) = self.store.task_update(task.id, &back).await {
-                        self.start(pending).await;
-                    }
-                }
-                _ => self.start(task).await,
-            }
+        let adopted = self.adopt(self.store.exclusive()).await?;
+        let pending = self.store.tasks_with_status(&[TaskStatus::Pending]).await?;
+        let count = adopted + pending.len();
+        for task in pending {
+            self.start(task).await;
         }
         Ok(count)
+    }
+
+    /// Resumes a running task this process just adopted.
+    async fn resume(self: &Arc<Self>, task: Task) {
+        if task.rule_definition.is_some() {
+            let report = task
+                .report
+                .clone()
+                .and_then(|r| serde_json::from_value::<Report>(r).ok());
+            tracing::info!(task_id = %task.id, "resuming running task");
+            self.spawn_run(task, report);
+            return;
+        }
+        // Marked running but never frozen: start over from pending.
+        let back = TaskUpdate {
+            expected: vec![TaskStatus::Running],
+            status: Some(TaskStatus::Pending),
+            message: Some(messages::PENDING.into()),
+            expected_owner: Some(self.owner.clone()),
+            ..Default::default()
+        };
+        if let Ok(Some(pending)) = self.store.task_update(task.id, &back).await {
+            self.start(pending).await;
+        }
     }
 
     /// Stops the promoter and every executor (task rows are left as they
@@ -914,10 +979,11 @@ impl TaskManager {
 /// `cancelled`) would otherwise be dropped and leave the report of a
 /// terminated task saying "running". Only the cancelled executor of this
 /// process writes after that. Best effort: a failure is logged.
-async fn persist_report(store: &dyn Store, task_id: Uuid, report: serde_json::Value) {
+async fn persist_report(store: &dyn Store, task_id: Uuid, owner: &str, report: serde_json::Value) {
     let update = TaskUpdate {
         expected: vec![TaskStatus::Running, TaskStatus::Terminated],
         report: Some(report),
+        expected_owner: Some(owner.to_string()),
         ..Default::default()
     };
     if let Err(e) = store.task_update_quiet(task_id, &update).await {
@@ -944,6 +1010,7 @@ impl StoreSink {
     fn start(
         store: Arc<dyn Store>,
         task_id: Uuid,
+        owner: String,
         background: &Background,
     ) -> (
         Arc<StoreSink>,
@@ -976,7 +1043,7 @@ impl StoreSink {
                 let Some(value) = rx.borrow_and_update().clone() else {
                     continue;
                 };
-                persist_report(store.as_ref(), task_id, value).await;
+                persist_report(store.as_ref(), task_id, &owner, value).await;
             }
         });
         (

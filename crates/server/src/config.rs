@@ -73,6 +73,10 @@ pub struct TasksSection {
     /// Seconds between full sweeps of the waiting queue (expiry and
     /// promotions a missed notification left behind).
     pub promoter_sweep_secs: u64,
+    /// Seconds a running task stays this server's without a lease renewal
+    /// (renewed every third of it). Another replica on the same PostgreSQL
+    /// database adopts the task once it expires.
+    pub lease_secs: u64,
 }
 
 impl Default for DispatcherSection {
@@ -92,6 +96,9 @@ impl Default for TasksSection {
         TasksSection {
             promoter_sweep_secs: rackflow_engine::tasks::TaskConfig::default()
                 .promoter_sweep
+                .as_secs(),
+            lease_secs: rackflow_engine::tasks::TaskConfig::default()
+                .lease
                 .as_secs(),
         }
     }
@@ -119,6 +126,9 @@ impl TasksSection {
         let mut t = rackflow_engine::tasks::TaskConfig::default();
         if self.promoter_sweep_secs > 0 {
             t.promoter_sweep = std::time::Duration::from_secs(self.promoter_sweep_secs);
+        }
+        if self.lease_secs > 0 {
+            t.lease = std::time::Duration::from_secs(self.lease_secs);
         }
         t
     }

@@ -118,8 +118,12 @@ pub async fn serve_with_fleet(
     match tasks.recover().await {
         Ok(0) => {}
         Ok(n) => tracing::info!(tasks = n, "resumed interrupted tasks"),
-        Err(e) => tracing::error!(error = %e, "task recovery failed; the promoter sweep retries"),
+        Err(e) => {
+            tracing::error!(error = %e, "task recovery failed; the lease loop adopts them later")
+        }
     }
+    tasks.spawn_leases();
+    tracing::info!(owner = %tasks.owner(), "executing tasks as this owner");
     let dispatcher = Dispatcher::new(store.clone(), tasks.clone(), config.dispatcher.engine());
     if config.dispatcher.enabled {
         dispatcher.spawn();

@@ -2,7 +2,7 @@
 //! (spec flow-core §1.6, §6): kinds and next runs, the dispatcher firing
 //! on time with the overlap policies, one-time schedules firing once, pause
 //! and resume, scopes and conflicts, catch-up after a restart, and two
-//! replicas on one database firing every occurrence exactly once.
+//! replicas on one PostgreSQL database firing every occurrence exactly once.
 //!
 //! Servers drive the simulated fleet with short latencies; a task is held
 //! running with a `hang` fault on the rack's power shelf. Schedules use
@@ -47,8 +47,17 @@ both_stores!(
     trigger_fires_now_even_when_paused,
     restart_after_a_missed_window_fires_once_without_replay,
     restart_within_a_catchup_window_coalesces,
-    two_replicas_fire_each_occurrence_exactly_once,
 );
+
+/// Replicas share a PostgreSQL database; SQLite admits one process (its
+/// file is locked at open: `crates/store/tests/store.rs`).
+mod postgres_replicas {
+    #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_replicas_fire_each_occurrence_exactly_once() {
+        super::two_replicas_fire_each_occurrence_exactly_once(super::common::Backend::Postgres)
+            .await;
+    }
+}
 
 type Client = FlowClient<Channel>;
 

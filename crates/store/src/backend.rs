@@ -16,9 +16,9 @@ use uuid::Uuid;
 
 use crate::sql::{RowReader, Sql};
 use crate::{
-    ComponentFilterQuery, ComponentPatch, LockMode, RackFilter, RunLock, ScheduleFilter,
-    ScheduleLock, Store, StoreResult, SubmitDecision, SubmitOutcome, TaskFilter, TaskTransition,
-    TaskUpdate, inventory, rules, runs, schedules, tasks,
+    CancelFeed, ComponentFilterQuery, ComponentPatch, LockMode, RackFilter, RunLock,
+    ScheduleFilter, ScheduleLock, Store, StoreResult, SubmitDecision, SubmitOutcome, TaskFilter,
+    TaskLease, TaskTransition, TaskUpdate, inventory, rules, runs, schedules, tasks,
 };
 
 /// An open transaction; dropping it without [`Txn::commit`] rolls back
@@ -75,6 +75,15 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// An aggregate counting the rows that satisfy `condition` (a fixed SQL
     /// condition, never caller text); 0 over no rows.
     fn count_where(condition: &str) -> String;
+
+    /// See [`Store::exclusive`].
+    fn exclusive(&self) -> bool;
+
+    /// See [`Store::task_cancel_announce`].
+    async fn announce_cancel(&self, id: Uuid) -> StoreResult<()>;
+
+    /// See [`Store::task_cancel_feed`].
+    async fn cancel_feed(&self) -> StoreResult<Option<Box<dyn CancelFeed>>>;
 }
 
 /// Takes the transaction-scoped lock on `key` inside `tx` (a no-op where
@@ -113,7 +122,10 @@ macro_rules! sqlx_backend {
         task_has_component: $task_has_component:path,
         for_update: $for_update:path,
         count_where: $count_where:path,
-        write_gate: $write_gate:path $(,)?
+        write_gate: $write_gate:path,
+        exclusive: $exclusive:path,
+        announce_cancel: $announce_cancel:path,
+        cancel_feed: $cancel_feed:path $(,)?
     ) => {
         /// An open transaction of this dialect, holding the in-process
         /// write gate where the dialect has one (see [`$write_gate`]).
@@ -196,6 +208,20 @@ macro_rules! sqlx_backend {
 
             fn count_where(condition: &str) -> String {
                 $count_where(condition)
+            }
+
+            fn exclusive(&self) -> bool {
+                $exclusive(self)
+            }
+
+            async fn announce_cancel(&self, id: uuid::Uuid) -> $crate::StoreResult<()> {
+                $announce_cancel(self, id).await
+            }
+
+            async fn cancel_feed(
+                &self,
+            ) -> $crate::StoreResult<Option<Box<dyn $crate::CancelFeed>>> {
+                $cancel_feed(self).await
             }
         }
     };
@@ -387,6 +413,37 @@ impl<B: Backend> Store for B {
 
     async fn tasks_with_status(&self, statuses: &[TaskStatus]) -> StoreResult<Vec<Task>> {
         tasks::tasks_with_status(self, statuses).await
+    }
+
+    fn exclusive(&self) -> bool {
+        Backend::exclusive(self)
+    }
+
+    async fn task_leases_renew(
+        &self,
+        owner: &str,
+        ids: &[Uuid],
+        expires_at: chrono::DateTime<chrono::Utc>,
+    ) -> StoreResult<Vec<Uuid>> {
+        tasks::task_leases_renew(self, owner, ids, expires_at).await
+    }
+
+    async fn task_adopt(
+        &self,
+        lease: &TaskLease,
+        now: chrono::DateTime<chrono::Utc>,
+        any_lease: bool,
+        limit: i64,
+    ) -> StoreResult<Vec<Task>> {
+        tasks::task_adopt(self, lease, now, any_lease, limit).await
+    }
+
+    async fn task_cancel_announce(&self, id: Uuid) -> StoreResult<()> {
+        Backend::announce_cancel(self, id).await
+    }
+
+    async fn task_cancel_feed(&self) -> StoreResult<Option<Box<dyn CancelFeed>>> {
+        Backend::cancel_feed(self).await
     }
 
     async fn rule_create(&self, rule: &OperationRule) -> StoreResult<()> {

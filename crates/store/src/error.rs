@@ -16,6 +16,10 @@ pub enum StoreError {
     /// A domain value could not be encoded for storage (JSON columns).
     #[error("encode {what}: {detail}")]
     Encode { what: &'static str, detail: String },
+    /// The database cannot be opened by this process (SQLite: another
+    /// process holds the file).
+    #[error("database locked: {0}")]
+    Locked(String),
     #[error("migrate database: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database: {0}")]

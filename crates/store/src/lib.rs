@@ -119,6 +119,28 @@ pub struct TaskStart {
     pub rule_definition: RuleDefinition,
     pub executor_type: String,
     pub execution_id: String,
+    /// The executing replica's claim on the task.
+    pub lease: TaskLease,
+}
+
+/// A replica's claim on a running task: who executes it, and until when the
+/// claim holds unless the owner renews it. Another replica adopts the task
+/// only once `expires_at` has passed (clustered execution, issue 11).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskLease {
+    pub owner: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Cancels announced by other processes sharing the database (PostgreSQL
+/// `LISTEN`/`NOTIFY`).
+#[async_trait]
+pub trait CancelFeed: Send {
+    /// The next task whose cancel was announced. An error means the feed
+    /// was interrupted; the next call reconnects. Announcements made in
+    /// between are lost: the owner's lease renewal, which no longer finds a
+    /// cancelled task running, is the backstop.
+    async fn next(&mut self) -> StoreResult<Uuid>;
 }
 
 /// What [`Store::task_submit`] did.
@@ -161,6 +183,11 @@ pub struct TaskUpdate {
     /// parked as waiting for target linkage. When `None`, a `status` other
     /// than waiting clears it.
     pub queue_expires_at: Option<Option<DateTime<Utc>>>,
+    /// Gives the task to this owner with this lease (a replica starting it).
+    pub lease: Option<TaskLease>,
+    /// Applies only while this replica owns the task: an executor that lost
+    /// its task to an adopter must not overwrite what the adopter writes.
+    pub expected_owner: Option<String>,
 }
 
 /// Filter of task listings. Set fields AND.
@@ -461,7 +488,8 @@ pub trait Store: Send + Sync + 'static {
     /// there is no such task or its status is not expected. Stamps
     /// `updated_at`; a status of running stamps `started_at` unless set, a
     /// finished status stamps `finished_at` unless set; `queue_expires_at`
-    /// as [`TaskUpdate::queue_expires_at`] says. A `Some("")` text clears
+    /// as [`TaskUpdate::queue_expires_at`] says; [`TaskUpdate::lease`] sets
+    /// the owner and its lease, [`TaskUpdate::expected_owner`] fences. A `Some("")` text clears
     /// the field.
     async fn task_update(&self, id: Uuid, update: &TaskUpdate) -> StoreResult<Option<Task>>;
 
@@ -491,6 +519,44 @@ pub trait Store: Send + Sync + 'static {
     /// All tasks in any of `statuses`, created_at ASC, id ASC (recovery
     /// after a restart).
     async fn tasks_with_status(&self, statuses: &[TaskStatus]) -> StoreResult<Vec<Task>>;
+
+    // ---- clustered execution ------------------------------------------
+
+    /// Whether this process is the only one that can use the database
+    /// (SQLite: the file is locked at open), so that every running task is
+    /// this process's to resume at start, whatever its lease says.
+    fn exclusive(&self) -> bool;
+
+    /// Extends to `expires_at` the lease of those of `ids` that are
+    /// running and held by `owner`; returns their ids. One that is missing
+    /// was cancelled, finished or adopted: the owner must stop it. Tasks
+    /// the owner holds but no longer executes are left to expire.
+    async fn task_leases_renew(
+        &self,
+        owner: &str,
+        ids: &[Uuid],
+        expires_at: DateTime<Utc>,
+    ) -> StoreResult<Vec<Uuid>>;
+
+    /// Takes over up to `limit` running tasks whose lease expired before
+    /// `now` (or that have none; with `any_lease`, every running task not
+    /// held by `lease.owner`), oldest first, giving them `lease`. Rows
+    /// another adopter has locked are skipped. Returns the adopted tasks.
+    async fn task_adopt(
+        &self,
+        lease: &TaskLease,
+        now: DateTime<Utc>,
+        any_lease: bool,
+        limit: i64,
+    ) -> StoreResult<Vec<Task>>;
+
+    /// Tells the other processes sharing the database that task `id` was
+    /// cancelled (a no-op where there are none).
+    async fn task_cancel_announce(&self, id: Uuid) -> StoreResult<()>;
+
+    /// The cancels other processes announce, or `None` where no other
+    /// process can share the database.
+    async fn task_cancel_feed(&self) -> StoreResult<Option<Box<dyn CancelFeed>>>;
 
     // ---- operation rules --------------------------------------------------
 

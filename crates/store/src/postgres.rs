@@ -70,6 +70,55 @@ sqlx_backend! {
     for_update: row_lock,
     count_where: count_filter,
     write_gate: no_write_gate,
+    exclusive: shared,
+    announce_cancel: notify_cancel,
+    cancel_feed: listen_cancels,
+}
+
+/// The `NOTIFY` channel of task cancels.
+const CANCEL_CHANNEL: &str = "rackflow_task_cancel";
+
+/// Several replicas may share a PostgreSQL database.
+fn shared(_: &PgStore) -> bool {
+    false
+}
+
+/// `NOTIFY rackflow_task_cancel, '<task id>'`.
+async fn notify_cancel(store: &PgStore, id: Uuid) -> StoreResult<()> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(CANCEL_CHANNEL)
+        .bind(id.to_string())
+        .execute(&store.pool)
+        .await?;
+    Ok(())
+}
+
+/// A dedicated connection `LISTEN`ing on the cancel channel.
+async fn listen_cancels(store: &PgStore) -> StoreResult<Option<Box<dyn crate::CancelFeed>>> {
+    let mut listener = sqlx::postgres::PgListener::connect_with(&store.pool).await?;
+    listener.listen(CANCEL_CHANNEL).await?;
+    Ok(Some(Box::new(PgCancelFeed { listener })))
+}
+
+struct PgCancelFeed {
+    listener: sqlx::postgres::PgListener,
+}
+
+#[async_trait::async_trait]
+impl crate::CancelFeed for PgCancelFeed {
+    async fn next(&mut self) -> StoreResult<Uuid> {
+        loop {
+            // `recv` reconnects (and listens again) after a lost connection.
+            let notification = self.listener.recv().await?;
+            match Uuid::parse_str(notification.payload()) {
+                Ok(id) => return Ok(id),
+                Err(_) => tracing::warn!(
+                    channel = CANCEL_CHANNEL,
+                    "ignored a cancel announcement that is not a task id"
+                ),
+            }
+        }
+    }
 }
 
 /// PostgreSQL writers run side by side; row and advisory locks order them.

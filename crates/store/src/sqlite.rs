@@ -40,6 +40,10 @@ pub struct SqliteStore {
     pool: SqlitePool,
     /// One writer at a time in this process (see [`write_gate`]).
     write_gate: Arc<tokio::sync::Mutex<()>>,
+    /// The database file, locked (`flock`) for as long as any clone of the
+    /// store lives: SQLite serves one rackflow process, and a second one
+    /// would resume the first one's running tasks as its own.
+    _process_lock: Option<Arc<std::fs::File>>,
 }
 
 impl SqliteStore {
@@ -63,8 +67,17 @@ impl SqliteStore {
             .max_connections(MAX_CONNECTIONS)
             .connect_with(options)
             .await?;
+        let lock = match lock_for_this_process(path) {
+            Ok(lock) => lock,
+            Err(e) => {
+                pool.close().await;
+                return Err(e);
+            }
+        };
         tracing::info!(path = %path.display(), "opened SQLite store");
-        SqliteStore::migrated(pool).await
+        let mut store = SqliteStore::migrated(pool).await?;
+        store._process_lock = Some(Arc::new(lock));
+        Ok(store)
     }
 
     /// A private in-memory database (for tests and throwaway use). It lives
@@ -90,6 +103,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             pool,
             write_gate: Arc::new(tokio::sync::Mutex::new(())),
+            _process_lock: None,
         })
     }
 
@@ -103,6 +117,29 @@ impl SqliteStore {
     /// WAL when the last connection closes).
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// Locks the database file for this process (an advisory `flock`, which
+/// SQLite's own `fcntl` locks do not interact with on Linux); released when
+/// the file is closed, so also when the process dies.
+fn lock_for_this_process(path: &Path) -> StoreResult<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| StoreError::Locked(format!("{}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Locked(format!(
+            "{} is in use by another rackflow process; SQLite serves one process \
+             (run several replicas on PostgreSQL)",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(StoreError::Locked(format!(
+            "{}: cannot lock the database file: {e}",
+            path.display()
+        ))),
     }
 }
 
@@ -120,6 +157,23 @@ sqlx_backend! {
     for_update: no_row_lock,
     count_where: sum_case,
     write_gate: write_gate,
+    exclusive: only_process,
+    announce_cancel: no_other_process,
+    cancel_feed: no_cancel_feed,
+}
+
+/// The database file is locked to this process ([`SqliteStore::open`]); an
+/// in-memory database is private to it anyway.
+fn only_process(_: &SqliteStore) -> bool {
+    true
+}
+
+async fn no_other_process(_: &SqliteStore, _: Uuid) -> StoreResult<()> {
+    Ok(())
+}
+
+async fn no_cancel_feed(_: &SqliteStore) -> StoreResult<Option<Box<dyn crate::CancelFeed>>> {
+    Ok(None)
 }
 
 /// SQLite admits one writer at a time, and a connection that finds the

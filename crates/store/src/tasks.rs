@@ -27,7 +27,8 @@ use crate::sql::{
     parse_named, to_json, violation, write_error,
 };
 use crate::{
-    StoreError, StoreResult, SubmitDecision, SubmitOutcome, TaskFilter, TaskTransition, TaskUpdate,
+    StoreError, StoreResult, SubmitDecision, SubmitOutcome, TaskFilter, TaskLease, TaskTransition,
+    TaskUpdate,
 };
 
 const TASK_COLUMNS: &str = "id, type, executor_type, information, description, rack_id, \
@@ -215,26 +216,29 @@ pub(crate) async fn task_submit<'d, B: Backend>(
     let attributes = Attributes {
         components_by_type: task.components_by_type.clone(),
     };
-    let (executor_type, execution_id, applied_rule_id, rule_definition, started_at) = match &start {
-        Some(start) => (
-            start.executor_type.as_str(),
-            start.execution_id.as_str(),
-            start.applied_rule_id,
-            Some(&start.rule_definition),
-            Some(now),
-        ),
-        None => (
-            task.executor_type.as_str(),
-            task.execution_id.as_str(),
-            task.applied_rule_id,
-            task.rule_definition.as_ref(),
-            None,
-        ),
-    };
+    let (executor_type, execution_id, applied_rule_id, rule_definition, started_at, lease) =
+        match &start {
+            Some(start) => (
+                start.executor_type.as_str(),
+                start.execution_id.as_str(),
+                start.applied_rule_id,
+                Some(&start.rule_definition),
+                Some(now),
+                Some(&start.lease),
+            ),
+            None => (
+                task.executor_type.as_str(),
+                task.execution_id.as_str(),
+                task.applied_rule_id,
+                task.rule_definition.as_ref(),
+                None,
+                None,
+            ),
+        };
     let insert = Sql::new(format!(
-        "INSERT INTO task ({TASK_COLUMNS}) VALUES \
+        "INSERT INTO task ({TASK_COLUMNS}, owner, lease_expires_at) VALUES \
          ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $19, NULL, \
-          $17, $18) RETURNING {TASK_COLUMNS}"
+          $17, $18, $20, $21) RETURNING {TASK_COLUMNS}"
     ))
     .arg(task.id)
     .arg(task.task_type.as_str())
@@ -258,7 +262,9 @@ pub(crate) async fn task_submit<'d, B: Backend>(
     .arg(now)
     .arg(queue_expires_at)
     .arg(key.clone())
-    .arg(started_at);
+    .arg(started_at)
+    .arg(lease.map(|l| l.owner.clone()))
+    .arg(lease.map(|l| l.expires_at));
 
     let rows = match tx.fetch_all(insert).await {
         Ok(rows) => rows,
@@ -420,11 +426,18 @@ fn task_update_sql(id: Uuid, update: &TaskUpdate, whole_row: bool) -> StoreResul
     if let Some(execution) = &update.execution_id {
         sets.push(format!("execution_id = {}", sql.bind(non_empty(execution))));
     }
+    if let Some(lease) = &update.lease {
+        sets.push(format!("owner = {}", sql.bind(lease.owner.as_str())));
+        sets.push(format!("lease_expires_at = {}", sql.bind(lease.expires_at)));
+    }
     let id_param = sql.bind(id);
     let mut condition = format!("id = {id_param}");
     if !update.expected.is_empty() {
         let list = sql.bind_list(update.expected.iter().map(|s| s.as_str()));
         condition.push_str(&format!(" AND status IN {list}"));
+    }
+    if let Some(owner) = &update.expected_owner {
+        condition.push_str(&format!(" AND owner = {}", sql.bind(owner.as_str())));
     }
     let returning = if whole_row { TASK_COLUMNS } else { "id" };
     sql.push(&format!(
@@ -432,6 +445,81 @@ fn task_update_sql(id: Uuid, update: &TaskUpdate, whole_row: bool) -> StoreResul
         sets.join(", ")
     ));
     Ok(sql)
+}
+
+/// See [`crate::Store::task_leases_renew`]. `updated_at` is left alone: a
+/// renewal every few seconds is not a change anyone reading the task sees.
+pub(crate) async fn task_leases_renew<B: Backend>(
+    backend: &B,
+    owner: &str,
+    ids: &[Uuid],
+    expires_at: DateTime<Utc>,
+) -> StoreResult<Vec<Uuid>> {
+    let mut renewed = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(ID_CHUNK) {
+        let mut sql = Sql::default();
+        let expires = sql.bind(expires_at);
+        let owner = sql.bind(owner);
+        let list = sql.bind_list(chunk.iter().copied());
+        sql.push(&format!(
+            "UPDATE task SET lease_expires_at = {expires} \
+             WHERE owner = {owner} AND status = 'running' AND id IN {list} RETURNING id"
+        ));
+        for row in backend.fetch_all(sql).await? {
+            renewed.push(row.uuid("id")?);
+        }
+    }
+    Ok(renewed)
+}
+
+/// See [`crate::Store::task_adopt`]: the candidates are locked (skipping
+/// rows another adopter holds) and re-checked under the lock, so two
+/// replicas never adopt the same task.
+pub(crate) async fn task_adopt<B: Backend>(
+    backend: &B,
+    lease: &TaskLease,
+    now: DateTime<Utc>,
+    any_lease: bool,
+    limit: i64,
+) -> StoreResult<Vec<Task>> {
+    let mut tx = backend.begin().await?;
+    let mut select = Sql::default();
+    let owner = select.bind(lease.owner.as_str());
+    let expired = if any_lease {
+        format!("(owner IS NULL OR owner <> {owner})")
+    } else {
+        format!(
+            "(owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at < {})",
+            select.bind(now)
+        )
+    };
+    let limit = select.bind(limit);
+    select.push(&format!(
+        "SELECT id FROM task WHERE status = 'running' AND {expired} \
+         ORDER BY created_at, id LIMIT {limit}{}",
+        B::for_update(true)
+    ));
+    let ids: Vec<Uuid> = tx
+        .fetch_all(select)
+        .await?
+        .iter()
+        .map(|row| row.uuid("id"))
+        .collect::<StoreResult<_>>()?;
+    let mut adopted = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(ID_CHUNK) {
+        let mut update = Sql::default();
+        let owner = update.bind(lease.owner.as_str());
+        let expires = update.bind(lease.expires_at);
+        let list = update.bind_list(chunk.iter().copied());
+        update.push(&format!(
+            "UPDATE task SET owner = {owner}, lease_expires_at = {expires} \
+             WHERE id IN {list} AND status = 'running' RETURNING {TASK_COLUMNS}"
+        ));
+        adopted.extend(tasks_from_rows(&tx.fetch_all(update).await?)?);
+    }
+    tx.commit().await?;
+    adopted.sort_by_key(|t| (t.created_at, t.id));
+    Ok(adopted)
 }
 
 fn task_update_error(e: sqlx::Error, update: &TaskUpdate) -> StoreError {

@@ -39,7 +39,7 @@ use rackflow_domain::task::{QueuePolicy, Task, TaskInformation, TaskStatus, Task
 use rackflow_store::{
     ComponentFilterQuery, ComponentPatch, DbTarget, LockMode, PgStore, RackFilter, RunLock,
     SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject, TaskFilter,
-    TaskStart, TaskTransition, TaskUpdate, open_store,
+    TaskLease, TaskStart, TaskTransition, TaskUpdate, open_store,
 };
 use rackflow_testkit::db::TestDatabase;
 use uuid::Uuid;
@@ -164,6 +164,8 @@ macro_rules! both_dialects {
 }
 
 both_dialects!(
+    task_leases_renew_adopt_and_fence,
+    task_cancel_announcements_reach_listeners,
     task_submit_inserts_started_tasks,
     run_lock_apply_loads_unsettled_targets_with_child_states,
     rack_create_get_and_lookups,
@@ -2468,6 +2470,10 @@ async fn task_submit_inserts_started_tasks(db: &Db) {
         rule_definition: definition(3),
         executor_type: "local".into(),
         execution_id: "local:started".into(),
+        lease: TaskLease {
+            owner: "replica-a".into(),
+            expires_at: Utc::now() + chrono::TimeDelta::seconds(30),
+        },
     };
     let decision = SubmitDecision::Insert {
         status: TaskStatus::Running,
@@ -2492,6 +2498,179 @@ async fn task_submit_inserts_started_tasks(db: &Db) {
     assert_eq!(Some(started), Some(stored.created_at));
     assert_eq!(stored.finished_at, None);
     assert_eq!(store.task_get(t.id).await.unwrap(), Some(stored));
+}
+
+fn lease(owner: &str, from_now_secs: i64) -> TaskLease {
+    TaskLease {
+        owner: owner.into(),
+        expires_at: Utc::now() + chrono::TimeDelta::seconds(from_now_secs),
+    }
+}
+
+/// Inserts `t` as running, executed by `lease.owner`.
+async fn insert_running(store: &dyn Store, t: &Task, lease: TaskLease) -> Task {
+    let decision = SubmitDecision::Insert {
+        status: TaskStatus::Running,
+        message: messages::RUNNING.into(),
+        queue_expires_at: None,
+        start: Some(TaskStart {
+            applied_rule_id: None,
+            rule_definition: definition(3),
+            executor_type: "local".into(),
+            execution_id: format!("local:{}", t.id),
+            lease,
+        }),
+    };
+    match store.task_submit(t, &move |_| decision.clone()).await {
+        Ok(SubmitOutcome::Inserted(stored)) => stored,
+        other => panic!("expected Inserted, got {other:?}"),
+    }
+}
+
+/// Clustered execution: an owner renews only what it still holds; another
+/// replica adopts only expired leases (or any other owner's with
+/// `any_lease`); an outcome write fenced on the owner does not apply once
+/// the task was adopted.
+async fn task_leases_renew_adopt_and_fence(db: &Db) {
+    let store = db.store();
+    assert_eq!(store.exclusive(), db.store().dialect() == "sqlite");
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    store.rack_create(&rack(2, "r2", None), &[]).await.unwrap();
+    let live = insert_running(store, &task(0x1ea5e1, id(1)), lease("a", 30)).await;
+    let expired = insert_running(store, &task(0x1ea5e2, id(2)), lease("a", -1)).await;
+    let both = [live.id, expired.id];
+
+    // Renewal: whatever the expiry, only the owner's running tasks.
+    let mut renewed = store
+        .task_leases_renew("a", &both, Utc::now() + chrono::TimeDelta::seconds(30))
+        .await
+        .unwrap();
+    renewed.sort();
+    let mut expected = both.to_vec();
+    expected.sort();
+    assert_eq!(renewed, expected);
+    assert!(
+        store
+            .task_leases_renew("b", &both, Utc::now())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Let one lapse again.
+    store
+        .task_leases_renew(
+            "a",
+            &[expired.id],
+            Utc::now() - chrono::TimeDelta::seconds(1),
+        )
+        .await
+        .unwrap();
+
+    // Adoption takes the expired one only, and gives it the new lease.
+    let adopted = store
+        .task_adopt(&lease("b", 30), Utc::now(), false, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        adopted.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![expired.id]
+    );
+    assert_eq!(adopted[0].status, TaskStatus::Running);
+    assert!(
+        store
+            .task_adopt(&lease("c", 30), Utc::now(), false, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a fresh lease is not adoptable"
+    );
+    // The old owner's renewal no longer finds it: it must stop.
+    assert_eq!(
+        store
+            .task_leases_renew("a", &both, Utc::now() + chrono::TimeDelta::seconds(30))
+            .await
+            .unwrap(),
+        vec![live.id]
+    );
+
+    // Fencing: the old owner's outcome does not apply, the new owner's does.
+    let outcome = |owner: &str| TaskUpdate {
+        expected: vec![TaskStatus::Running],
+        status: Some(TaskStatus::Completed),
+        message: Some(messages::COMPLETED.into()),
+        expected_owner: Some(owner.into()),
+        ..Default::default()
+    };
+    assert!(
+        !store
+            .task_update_quiet(expired.id, &outcome("a"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.task_get(expired.id).await.unwrap().unwrap().status,
+        TaskStatus::Running
+    );
+    assert!(
+        store
+            .task_update_quiet(expired.id, &outcome("b"))
+            .await
+            .unwrap()
+    );
+
+    // `any_lease` (a process alone on its database at start) takes every
+    // running task of another owner, live lease or not, and never its own.
+    assert!(
+        store
+            .task_adopt(&lease("a", 30), Utc::now(), true, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let taken = store
+        .task_adopt(&lease("c", 30), Utc::now(), true, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        taken.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![live.id]
+    );
+    // The finished one is nobody's to adopt.
+    assert!(
+        store
+            .task_adopt(
+                &lease("d", 30),
+                Utc::now() + chrono::TimeDelta::seconds(60),
+                false,
+                10
+            )
+            .await
+            .unwrap()
+            .iter()
+            .all(|t| t.id != expired.id)
+    );
+}
+
+/// A cancel announced through the store reaches a listener (PostgreSQL);
+/// SQLite, which admits one process, has no feed and announcing is a no-op.
+async fn task_cancel_announcements_reach_listeners(db: &Db) {
+    let store = db.store();
+    let task_id = id(0xca9ce1);
+    match store.task_cancel_feed().await.unwrap() {
+        None => {
+            assert_eq!(store.dialect(), "sqlite");
+            store.task_cancel_announce(task_id).await.unwrap();
+        }
+        Some(mut feed) => {
+            assert_eq!(store.dialect(), "postgres");
+            store.task_cancel_announce(task_id).await.unwrap();
+            let heard = tokio::time::timeout(Duration::from_secs(5), feed.next())
+                .await
+                .expect("announcement within 5 s")
+                .unwrap();
+            assert_eq!(heard, task_id);
+        }
+    }
 }
 
 async fn task_submit_inserts_rejects_and_dedupes(db: &Db) {
@@ -2865,6 +3044,8 @@ async fn task_update_is_conditional_and_stamps(db: &Db) {
         executor_type: Some("temporal".into()),
         execution_id: Some("wf-1".into()),
         queue_expires_at: None,
+        lease: None,
+        expected_owner: None,
     };
     let running = store
         .task_update(pending.id, &start)
@@ -3532,6 +3713,41 @@ async fn sqlite_and_postgres_schemas_have_the_same_tables_and_columns() {
     assert_eq!(lite_tables, by_table(pg_columns));
     sqlite.finish().await;
     postgres.finish().await;
+}
+
+/// SQLite serves one process: a second open of the same file — what a
+/// second `rackflow serve` would do — is refused with a message that names
+/// the file and the way out, and the file opens again once the first store
+/// is gone.
+#[tokio::test]
+async fn a_sqlite_file_admits_one_process() {
+    let database = TestDatabase::sqlite();
+    let path = database.sqlite_path().expect("a SQLite file").to_path_buf();
+    let first = SqliteStore::open(&path).await.unwrap();
+    assert!(first.exclusive());
+    let refused = SqliteStore::open(&path)
+        .await
+        .expect_err("second open refused");
+    let text = refused.to_string();
+    assert!(matches!(refused, StoreError::Locked(_)), "{refused:?}");
+    assert!(
+        text.contains(&path.display().to_string())
+            && text.contains("another rackflow process")
+            && text.contains("PostgreSQL"),
+        "{text}"
+    );
+    // Clones share the lock; it goes with the last of them.
+    let clone = first.clone();
+    first.close().await;
+    drop(first);
+    assert!(
+        SqliteStore::open(&path).await.is_err(),
+        "a clone still holds the file"
+    );
+    drop(clone);
+    let again = SqliteStore::open(&path).await.unwrap();
+    again.close().await;
+    database.remove().await;
 }
 
 #[tokio::test]

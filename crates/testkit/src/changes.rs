@@ -377,6 +377,40 @@ impl Store for ObservedStore {
         self.inner.tasks_with_status(statuses).await
     }
 
+    fn exclusive(&self) -> bool {
+        self.inner.exclusive()
+    }
+
+    async fn task_leases_renew(
+        &self,
+        owner: &str,
+        ids: &[Uuid],
+        expires_at: chrono::DateTime<chrono::Utc>,
+    ) -> StoreResult<Vec<Uuid>> {
+        // A renewal changes nothing a reader sees.
+        self.inner.task_leases_renew(owner, ids, expires_at).await
+    }
+
+    async fn task_adopt(
+        &self,
+        lease: &rackflow_store::TaskLease,
+        now: chrono::DateTime<chrono::Utc>,
+        any_lease: bool,
+        limit: i64,
+    ) -> StoreResult<Vec<Task>> {
+        let result = self.inner.task_adopt(lease, now, any_lease, limit).await;
+        self.changed();
+        result
+    }
+
+    async fn task_cancel_announce(&self, id: Uuid) -> StoreResult<()> {
+        self.inner.task_cancel_announce(id).await
+    }
+
+    async fn task_cancel_feed(&self) -> StoreResult<Option<Box<dyn rackflow_store::CancelFeed>>> {
+        self.inner.task_cancel_feed().await
+    }
+
     async fn rule_create(&self, rule: &OperationRule) -> StoreResult<()> {
         let result = self.inner.rule_create(rule).await;
         self.changed();

@@ -1,0 +1,9 @@
+-- Clustered execution (issue 11): who executes a running task, and until
+-- when that claim holds unless renewed. A replica adopts a running task only
+-- when its lease has expired (or it has none: rows from before this
+-- migration). Both stay NULL for tasks that never ran.
+ALTER TABLE task ADD COLUMN owner TEXT
+    CONSTRAINT task_owner_length_check CHECK (owner IS NULL OR length(owner) <= 200);
+ALTER TABLE task ADD COLUMN lease_expires_at TIMESTAMPTZ;
+CREATE INDEX task_running_lease_idx ON task (lease_expires_at) WHERE status = 'running';
+CREATE INDEX task_owner_idx ON task (owner) WHERE status = 'running';
