@@ -19,11 +19,15 @@
 //!   bounded retry, for what publishes no event.
 //! - [`rms`]: a rack manager on a free port with a client (its job waits
 //!   are bounded retries: the rack manager publishes no job events).
+//! - [`pg_instance`]: a private PostgreSQL server a test may stop and
+//!   start again ([`pg_instance::PgInstance`]), and a fresh database on a
+//!   given server ([`pg_instance::PgDatabase`]).
 //! - [`redfish`]: the Redfish emulator (sushy-tools) and a file server.
 
 pub mod changes;
 pub mod db;
 pub mod flow;
+pub mod pg_instance;
 pub mod redfish;
 pub mod rms;
 pub mod wait;

@@ -106,9 +106,13 @@ pub fn free_addr() -> SocketAddr {
 /// logs) goes to a file; killed on drop.
 pub struct ServeProcess {
     pub addr: SocketAddr,
-    pub db: PathBuf,
+    /// The SQLite file (`--db`); `None` when the configuration file names
+    /// a PostgreSQL URL ([`ServeProcess::start_postgres`]).
+    pub db: Option<PathBuf>,
     pub config: PathBuf,
     pub log: PathBuf,
+    /// The configuration file was written here (and is removed on drop).
+    owns_config: bool,
     child: Option<Child>,
 }
 
@@ -118,20 +122,47 @@ impl ServeProcess {
     pub fn start(addr: SocketAddr, db: &Path, config: &Path) -> ServeProcess {
         let mut server = ServeProcess {
             addr,
-            db: db.to_path_buf(),
+            db: Some(db.to_path_buf()),
             config: config.to_path_buf(),
             log: temp_path("serve.log"),
+            owns_config: false,
             child: None,
         };
         server.spawn();
         server
     }
 
+    /// Starts `rackflow serve --listen ADDR --config CONFIG` on PostgreSQL:
+    /// CONFIG is `config` (TOML without a `[database]` table) followed by
+    /// `[database] url = "URL"` — in the file, not in the environment
+    /// (`DATABASE_URL` is removed on purpose). Waits until it answers.
+    pub fn start_postgres(addr: SocketAddr, url: &str, config: &str) -> ServeProcess {
+        let file = temp_path("serve-pg.toml");
+        std::fs::write(&file, postgres_config(config, url)).expect("write serve config");
+        let mut server = ServeProcess {
+            addr,
+            db: None,
+            config: file,
+            log: temp_path("serve.log"),
+            owns_config: true,
+            child: None,
+        };
+        server.spawn();
+        server
+    }
+
+    /// Whether the process is running (not killed).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     fn spawn(&mut self) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
-            .args(["serve", "--listen", &self.addr.to_string()])
-            .arg("--db")
-            .arg(&self.db)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rackflow"));
+        cmd.args(["serve", "--listen", &self.addr.to_string()]);
+        if let Some(db) = &self.db {
+            cmd.arg("--db").arg(db);
+        }
+        let mut child = cmd
             .arg("--config")
             .arg(&self.config)
             .env_remove("RACKFLOW_SERVER")
@@ -174,11 +205,23 @@ impl ServeProcess {
 impl Drop for ServeProcess {
     fn drop(&mut self) {
         self.kill9();
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", self.db.display()));
+        if let Some(db) = &self.db {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+            }
+        }
+        if self.owns_config {
+            let _ = std::fs::remove_file(&self.config);
         }
         let _ = std::fs::remove_file(&self.log);
     }
+}
+
+/// `config` (TOML without a `[database]` table) with `[database] url`
+/// appended (a TOML basic string: `\\` and `"` escaped).
+pub fn postgres_config(config: &str, url: &str) -> String {
+    let quoted = url.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("{config}\n[database]\nurl = \"{quoted}\"\n")
 }
 
 /// A firmware-upgrade rule definition (YAML) like the built-in one —
@@ -203,6 +246,12 @@ steps:
 
 /// Generates a fleet of `racks` racks and imports it through the binary.
 pub fn import_fleet(server: Option<SocketAddr>, racks: u32) {
+    import_generated_fleet(server, racks);
+}
+
+/// [`import_fleet`] that returns the generated fleet (`fleet generate`'s
+/// JSON: `racks[].components[]` with `type` and `external_id`).
+pub fn import_generated_fleet(server: Option<SocketAddr>, racks: u32) -> Value {
     let generated = rackflow(
         None,
         &[
@@ -219,6 +268,7 @@ pub fn import_fleet(server: Option<SocketAddr>, racks: u32) {
     std::fs::write(&file, &generated.stdout).expect("write fleet file");
     rackflow(server, &["fleet", "import", path_str(&file)]).ok();
     std::fs::remove_file(&file).ok();
+    generated.json()
 }
 
 /// Makes [`fast_firmware_rule`] the default firmware-upgrade rule.
