@@ -513,6 +513,9 @@ impl Dispatcher {
                 Ok(ids) => {
                     dispatch::on_submit_result(&mut target, SubmitResult::Tasks(ids), policy, now)
                 }
+                Err(EngineError::Task(e)) if e.is_unavailable() => {
+                    dispatch::on_submit_result(&mut target, SubmitResult::Unavailable, policy, now)
+                }
                 Err(EngineError::Task(TaskError::RackConflict(_))) => {
                     let text = result
                         .as_ref()
@@ -548,9 +551,23 @@ impl Dispatcher {
                 SubmitEffect::Failed => {
                     tracing::warn!(run_id = %run_id, target_id = %target.id, message = %target.message, "operation run target failed at submission");
                 }
+                SubmitEffect::Unknown => {
+                    let error = result
+                        .as_ref()
+                        .err()
+                        .map(ToString::to_string)
+                        .unwrap_or_default();
+                    tracing::warn!(run_id = %run_id, target_id = %target.id, error = %error, "child submission could not reach the database; the target stays claimed and is submitted again when its claim lease expires");
+                    self.due_at(dispatch::next_due(
+                        std::slice::from_ref(&target),
+                        policy,
+                        now,
+                    ));
+                }
             }
-            freed |= !effect.started_active_task();
-            if written {
+            freed |= effect.frees_slot();
+            // Nothing to write: the target is as the claim left it.
+            if written || effect == SubmitEffect::Unknown {
                 continue;
             }
             let write = self.store.run_target_update(&target);

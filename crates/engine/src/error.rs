@@ -16,6 +16,8 @@ use uuid::Uuid;
 pub enum LookupKind {
     NotFound,
     Ambiguous,
+    /// The database could not be reached ([`StoreError::is_unavailable`]).
+    Unavailable,
     Other,
 }
 
@@ -90,6 +92,18 @@ pub enum TaskError {
     Precondition(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl TaskError {
+    /// The database could not be reached: the same request may succeed
+    /// later, and whether a write was applied is unknown.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            TaskError::Store(e) => e.is_unavailable(),
+            TaskError::Lookup { kind, .. } => *kind == LookupKind::Unavailable,
+            _ => false,
+        }
+    }
 }
 
 /// Why a schedule operation failed. The server maps these to gRPC codes.

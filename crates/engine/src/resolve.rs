@@ -37,7 +37,14 @@ impl LookupError {
 
 impl From<rackflow_store::StoreError> for LookupError {
     fn from(e: rackflow_store::StoreError) -> Self {
-        LookupError::other(e.to_string())
+        LookupError {
+            kind: if e.is_unavailable() {
+                LookupKind::Unavailable
+            } else {
+                LookupKind::Other
+            },
+            message: e.to_string(),
+        }
     }
 }
 

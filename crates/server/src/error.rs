@@ -84,6 +84,7 @@ fn lookup_code(kind: LookupKind) -> Code {
     match kind {
         LookupKind::NotFound => Code::NotFound,
         LookupKind::Ambiguous => Code::FailedPrecondition,
+        LookupKind::Unavailable => Code::Unavailable,
         LookupKind::Other => Code::Internal,
     }
 }
@@ -92,6 +93,8 @@ fn store_code(err: &StoreError) -> Code {
     match err {
         StoreError::AlreadyExists(_) => Code::AlreadyExists,
         StoreError::NotFound(_) => Code::NotFound,
+        // The client may retry (gRPC's meaning of UNAVAILABLE).
+        e if e.is_unavailable() => Code::Unavailable,
         _ => Code::Internal,
     }
 }

@@ -25,3 +25,55 @@ pub enum StoreError {
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
 }
+
+impl StoreError {
+    /// The database could not be reached or is shutting down (connection
+    /// lost or refused, pool timed out, PostgreSQL's connection-exception
+    /// and shutdown codes, SQLite still busy after its timeout): the same
+    /// request may succeed later, and a write may or may not have been
+    /// applied.
+    pub fn is_unavailable(&self) -> bool {
+        let StoreError::Database(e) = self else {
+            return false;
+        };
+        match e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+                code.starts_with("08")
+                    || matches!(
+                        code.as_ref(),
+                        // admin_shutdown, crash_shutdown, cannot_connect_now;
+                        // SQLITE_BUSY and its extended codes.
+                        "57P01" | "57P02" | "57P03" | "5" | "261" | "517"
+                    )
+            }),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreError;
+
+    #[test]
+    fn lost_connections_are_unavailable_and_bad_data_is_not() {
+        assert!(StoreError::Database(sqlx::Error::PoolTimedOut).is_unavailable());
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        assert!(StoreError::Database(sqlx::Error::Io(io)).is_unavailable());
+        assert!(!StoreError::Database(sqlx::Error::RowNotFound).is_unavailable());
+        assert!(!StoreError::NotFound("rack 1".into()).is_unavailable());
+        assert!(
+            !StoreError::Decode {
+                what: "task",
+                detail: "bad".into()
+            }
+            .is_unavailable()
+        );
+    }
+}

@@ -152,6 +152,10 @@ pub enum SubmitResult<'a> {
     Conflict(&'a str),
     /// Any other error, with its text.
     Error(&'a str),
+    /// The database could not be reached, so whether the task was created
+    /// is unknown. Not a failure of the target (decision: an outage loses
+    /// nothing).
+    Unavailable,
 }
 
 /// Where a submission left the target.
@@ -161,13 +165,18 @@ pub enum SubmitEffect {
     Active(Uuid),
     Blocked(ConflictOutcome),
     Failed,
+    /// Left claimed: once its lease expires it is claimed again and
+    /// resubmitted under the same idempotency key, which returns the task
+    /// if the lost submission had created it.
+    Unknown,
 }
 
 impl SubmitEffect {
-    /// Anything but an active task frees a slot, which is what triggers the
-    /// second attempt of a pass (§3.2 step 8).
-    pub fn started_active_task(&self) -> bool {
-        matches!(self, SubmitEffect::Active(_))
+    /// A blocked or failed target frees its slot, which is what triggers
+    /// the second attempt of a pass (§3.2 step 8); an unknown one still
+    /// holds it with its claim.
+    pub fn frees_slot(&self) -> bool {
+        matches!(self, SubmitEffect::Blocked(_) | SubmitEffect::Failed)
     }
 }
 
@@ -194,6 +203,7 @@ pub fn on_submit_result(
             fail_target(target, error, now);
             SubmitEffect::Failed
         }
+        SubmitResult::Unavailable => SubmitEffect::Unknown,
     }
 }
 
@@ -396,7 +406,7 @@ mod tests {
         let mut t = claimed();
         let e = on_submit_result(&mut t, SubmitResult::Tasks(&[id(9)]), &policy, at(1));
         assert_eq!(e, SubmitEffect::Active(id(9)));
-        assert!(e.started_active_task());
+        assert!(!e.frees_slot());
         assert_eq!(
             (t.status, t.task_id, t.message.as_str()),
             (T::Submitted, Some(id(9)), "submitted")
@@ -407,7 +417,7 @@ mod tests {
             let mut t = claimed();
             let e = on_submit_result(&mut t, SubmitResult::Tasks(ids), &policy, at(1));
             assert_eq!(e, SubmitEffect::Failed);
-            assert!(!e.started_active_task());
+            assert!(e.frees_slot());
             assert_eq!(t.status, T::Failed);
             assert_eq!(t.message, "task submission did not return exactly one task");
             assert_eq!(t.task_id, None);
@@ -416,7 +426,7 @@ mod tests {
         let mut t = claimed();
         let e = on_submit_result(&mut t, SubmitResult::Conflict("rack busy"), &policy, at(1));
         assert!(matches!(&e, SubmitEffect::Blocked(c) if c.delay == Duration::from_secs(1)));
-        assert!(!e.started_active_task());
+        assert!(e.frees_slot());
         assert_eq!((t.status, t.message.as_str()), (T::Blocked, "rack busy"));
 
         let mut t = claimed();
@@ -437,6 +447,15 @@ mod tests {
             (T::Failed, "rule not found")
         );
         assert_eq!((t.retry_after, t.retry_state), (None, None));
+
+        // An outage is not the target's failure: it stays claimed, holding
+        // its slot, for the lease to bring it back.
+        let mut t = claimed();
+        let before = t.clone();
+        let e = on_submit_result(&mut t, SubmitResult::Unavailable, &policy, at(1));
+        assert_eq!(e, SubmitEffect::Unknown);
+        assert!(!e.frees_slot());
+        assert_eq!(t, before);
 
         let mut t = claimed();
         on_submit_failed(&mut t, "boom", at(2));
