@@ -801,15 +801,15 @@ impl TaskManager {
         let token = self.running.lock().get(&id).map(|r| r.cancel.clone());
         match token {
             Some(token) => token.cancel(),
-            // Another process may be executing it: tell them all (the
-            // owner's lease renewal, which no longer finds it running, is
-            // the backstop).
-            None if task.status == TaskStatus::Running => {
+            // Another process may be executing it, or starting it right now
+            // (a pending task read above may be running there already):
+            // tell them all. The owner's lease renewal, which no longer
+            // finds the task running, is the backstop.
+            None => {
                 if let Err(e) = self.store.task_cancel_announce(id).await {
                     tracing::warn!(task_id = %id, error = %e, "cancel not announced to other processes; the owner stops at its next lease renewal");
                 }
             }
-            None => {}
         }
         let current = match updated {
             Some(t) => t,
