@@ -480,31 +480,16 @@ impl Dispatcher {
     ) -> bool {
         let mut freed = false;
         let mut started: Vec<Uuid> = Vec::new();
-        // The claimed targets sit on different racks, so their submissions
-        // are independent: run them side by side rather than one after
-        // another (in a wave of N freed slots the last target otherwise
-        // waits for N-1 submissions). Results are applied in claim order.
-        let mut submissions = tokio::task::JoinSet::new();
-        for (index, ChildSubmission { target, request }) in claimed.into_iter().enumerate() {
-            let tasks = Arc::clone(&self.tasks);
-            submissions.spawn(async move {
-                let result = tasks.submit_child(request.into(), &target).await;
-                (index, target, result)
-            });
-        }
-        let mut results = Vec::new();
-        while let Some(joined) = submissions.join_next().await {
-            match joined {
-                Ok(result) => results.push(result),
-                // A panicked submission leaves its claim to expire and be
-                // claimed again (same idempotency key).
-                Err(e) => {
-                    tracing::error!(run_id = %run_id, error = %e, "child submission panicked")
-                }
-            }
-        }
-        results.sort_by_key(|(index, _, _)| *index);
-        for (_, mut target, result) in results {
+        // The claimed targets' children are prepared side by side and
+        // inserted in one transaction: in a wave of N freed slots the last
+        // target no longer waits for N-1 commits.
+        let children: Vec<_> = claimed
+            .into_iter()
+            .map(|ChildSubmission { target, request }| (request.into(), target))
+            .collect();
+        let targets: Vec<_> = children.iter().map(|(_, target)| target.clone()).collect();
+        let results = self.tasks.submit_children(children).await;
+        for (mut target, result) in targets.into_iter().zip(results) {
             let now = Utc::now();
             // The submission wrote the target with its new task already.
             let written = matches!(result, Ok((_, true)));

@@ -35,7 +35,8 @@ use rackflow_domain::task::{
 };
 use rackflow_domain::{ComponentType, ComponentsByType};
 use rackflow_store::{
-    Store, SubmitDecision, SubmitOutcome, SubmitReject, TaskStart, TaskTransition, TaskUpdate,
+    ChildSubmit, Store, SubmitDecision, SubmitOutcome, SubmitReject, TaskStart, TaskTransition,
+    TaskUpdate,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -109,6 +110,80 @@ impl From<rackflow_domain::dispatch::ChildRequest> for SubmitRequest {
 struct RackReads {
     components: rackflow_store::StoreResult<Vec<rackflow_domain::inventory::Component>>,
     rule: rule::ResolvedRule,
+}
+
+/// A task built and checked, ready for its submission transaction.
+struct PreparedTask {
+    task: Task,
+    /// Its columns if it may start at once.
+    start: TaskStart,
+}
+
+impl PreparedTask {
+    /// The conflict decision (§3.3, decision C3) against the rack's
+    /// unfinished tasks, taken inside the submission transaction: a task
+    /// that may run now is inserted as running with its rule frozen (one
+    /// write instead of two); a queued one resolves its rule when the
+    /// promoter starts it (§4.4).
+    fn decide(&self, unfinished: &[Task]) -> SubmitDecision {
+        let candidate = TaskShape {
+            task_type: self.task.task_type,
+            components: &self.task.components_by_type,
+        };
+        let others: Vec<(TaskShape, TaskStatus)> = unfinished
+            .iter()
+            .map(|t| {
+                (
+                    TaskShape {
+                        task_type: t.task_type,
+                        components: &t.components_by_type,
+                    },
+                    t.status,
+                )
+            })
+            .collect();
+        let waiting = unfinished
+            .iter()
+            .filter(|t| t.status == TaskStatus::Waiting)
+            .count();
+        let queue = self.task.queue_policy;
+        match conflict::decide_submission(
+            &candidate,
+            queue.strategy,
+            &others,
+            waiting,
+            Utc::now(),
+            queue.timeout_secs,
+        ) {
+            Submission::Pending => SubmitDecision::Insert {
+                status: TaskStatus::Running,
+                message: messages::RUNNING.into(),
+                queue_expires_at: None,
+                start: Some(self.start.clone()),
+            },
+            Submission::Waiting { expires_at } => SubmitDecision::Insert {
+                status: TaskStatus::Waiting,
+                message: messages::WAITING.into(),
+                queue_expires_at: Some(expires_at),
+                start: None,
+            },
+            Submission::RejectConflict => SubmitDecision::Reject(SubmitReject::RackConflict),
+            Submission::RejectQueueFull { waiting } => {
+                SubmitDecision::Reject(SubmitReject::QueueFull { waiting })
+            }
+        }
+    }
+}
+
+/// One child's submission: its task ids and whether its target was
+/// written with it (not when the idempotency key found an existing task).
+pub type ChildResult = Result<(Vec<Uuid>, bool), EngineError>;
+
+/// The claimed target as stored once its child `task_id` exists.
+fn linked_target(claimed: &OperationRunTarget, task_id: Uuid) -> OperationRunTarget {
+    let mut linked = claimed.clone();
+    dispatch::on_submitted(&mut linked, task_id, Utc::now());
+    linked
 }
 
 /// A task changed status (for the operation-run dispatcher and watchers).
@@ -188,29 +263,23 @@ impl TaskManager {
     /// The submission pipeline of spec §3.3; returns the created (or, for an
     /// idempotency key, the existing) task ids.
     pub async fn submit(self: &Arc<Self>, req: SubmitRequest) -> Result<Vec<Uuid>, EngineError> {
-        Ok(self.submit_linked(req, None).await?.0)
+        Ok(self.submit_to_racks(req).await?)
     }
 
-    /// [`TaskManager::submit`] of an operation run target's child task
-    /// (§3.7): when the task is inserted, `claimed` is written as submitted
-    /// with it ([`dispatch::on_submitted`]) in the same transaction — one
-    /// commit per freed slot instead of two, and the link between the
-    /// target and its task can never be lost between them. Returns the task
-    /// ids and whether the target was written (not when the idempotency key
-    /// found an existing task).
-    pub async fn submit_child(
-        self: &Arc<Self>,
-        req: SubmitRequest,
-        claimed: &OperationRunTarget,
-    ) -> Result<(Vec<Uuid>, bool), EngineError> {
-        Ok(self.submit_linked(req, Some(claimed)).await?)
-    }
-
-    async fn submit_linked(
-        self: &Arc<Self>,
-        req: SubmitRequest,
-        claimed: Option<&OperationRunTarget>,
-    ) -> Result<(Vec<Uuid>, bool), TaskError> {
+    /// Validates a request and resolves its target to candidate racks
+    /// (sorted by id); with a required rack, that rack's components and
+    /// rule are read at the same time.
+    async fn resolve_request(
+        &self,
+        req: &SubmitRequest,
+    ) -> Result<
+        (
+            Option<OperationRule>,
+            Vec<planner::CandidateEntry>,
+            Option<RackReads>,
+        ),
+        TaskError,
+    > {
         if req.idempotency_key.is_some() && req.required_rack_id.is_none() {
             return Err(TaskError::Invalid(
                 "idempotency key requires a required rack id".into(),
@@ -237,7 +306,7 @@ impl TaskManager {
         };
 
         let resolve = resolve::resolve_spec(self.store.as_ref(), &req.target);
-        let (resolved, mut known_rack) = match req.required_rack_id {
+        let (resolved, known_rack) = match req.required_rack_id {
             // The rack is known before the target resolves (an operation run
             // target's child, a schedule scope's task): its components and
             // rule are read at the same time as the target, not after it —
@@ -279,8 +348,13 @@ impl TaskManager {
         }
         racks.sort_by_key(|r| r.rack_id);
 
+        Ok((explicit, racks, known_rack))
+    }
+
+    /// A task on every rack the request's target resolves to.
+    async fn submit_to_racks(self: &Arc<Self>, req: SubmitRequest) -> Result<Vec<Uuid>, TaskError> {
+        let (explicit, racks, mut known_rack) = self.resolve_request(&req).await?;
         let mut created = Vec::new();
-        let mut target_written = false;
         let mut first_error = None;
         for rack in racks {
             match self
@@ -289,15 +363,11 @@ impl TaskManager {
                     explicit.as_ref(),
                     rack.rack_id,
                     rack.components,
-                    claimed,
                     known_rack.take(),
                 )
                 .await
             {
-                Ok((id, written)) => {
-                    created.push(id);
-                    target_written |= written;
-                }
+                Ok(id) => created.push(id),
                 Err(e) => {
                     tracing::warn!(rack_id = %rack.rack_id, error = %e, "task not created for rack");
                     if req.required_rack_id.is_some() {
@@ -309,7 +379,7 @@ impl TaskManager {
         }
         match (created.is_empty(), first_error) {
             (true, Some(e)) => Err(e),
-            _ => Ok((created, target_written)),
+            _ => Ok(created),
         }
     }
 
@@ -319,9 +389,141 @@ impl TaskManager {
         explicit: Option<&OperationRule>,
         rack_id: Uuid,
         components: ComponentsByType,
-        claimed: Option<&OperationRunTarget>,
         read: Option<RackReads>,
-    ) -> Result<(Uuid, bool), TaskError> {
+    ) -> Result<Uuid, TaskError> {
+        let prepared = self
+            .prepare_rack(req, explicit, rack_id, components, read)
+            .await?;
+        // The cancel token exists before the row says `running` (see
+        // `start`): a cancel landing between the insert and `spawn_run` then
+        // stops the executor before its first call.
+        self.cancel_token(prepared.task.id);
+        let decide = |unfinished: &[Task]| prepared.decide(unfinished);
+        let submitted = self.store.task_submit(&prepared.task, &decide).await;
+        Ok(self.submitted(&prepared.task, submitted, false)?.0)
+    }
+
+    /// Operation run targets' child tasks (§3.7), submitted together: each
+    /// is prepared (target, rule, applicability, capabilities) on its own,
+    /// then every prepared one is inserted — with its target written as
+    /// submitted — in one transaction ([`Store::task_submit_children`]).
+    /// Results in the order given: the task ids and whether the target was
+    /// written (not when the idempotency key found an existing task).
+    pub async fn submit_children(
+        self: &Arc<Self>,
+        children: Vec<(SubmitRequest, OperationRunTarget)>,
+    ) -> Vec<ChildResult> {
+        let prepared = crate::executor::join_all(
+            children
+                .iter()
+                .map(|(req, _)| self.prepare_child(req))
+                .collect(),
+        )
+        .await;
+        let mut results: Vec<Option<ChildResult>> = children.iter().map(|_| None).collect();
+        let mut ready = Vec::new();
+        for (index, prepared) in prepared.into_iter().enumerate() {
+            match prepared {
+                Ok(prepared) => {
+                    self.cancel_token(prepared.task.id);
+                    let linked = linked_target(&children[index].1, prepared.task.id);
+                    ready.push((index, prepared, linked));
+                }
+                Err(e) => results[index] = Some(Err(e.into())),
+            }
+        }
+        if !ready.is_empty() {
+            let deciders: Vec<_> = ready
+                .iter()
+                .map(|(_, prepared, _)| move |unfinished: &[Task]| prepared.decide(unfinished))
+                .collect();
+            let batch: Vec<ChildSubmit<'_>> = ready
+                .iter()
+                .zip(&deciders)
+                .map(|((_, prepared, linked), decide)| ChildSubmit {
+                    task: &prepared.task,
+                    decide,
+                    target: linked,
+                })
+                .collect();
+            let outcomes = self.store.task_submit_children(&batch).await;
+            drop(batch);
+            match outcomes {
+                Ok(outcomes) => {
+                    for ((index, prepared, _), outcome) in ready.iter().zip(outcomes) {
+                        results[*index] = Some(
+                            self.submitted(&prepared.task, outcome, true)
+                                .map(|(id, written)| (vec![id], written))
+                                .map_err(EngineError::from),
+                        );
+                    }
+                }
+                Err(e) => {
+                    let unavailable = e.is_unavailable();
+                    let text = e.to_string();
+                    for (index, prepared, _) in &ready {
+                        self.forget_cancel_token(prepared.task.id);
+                        results[*index] = Some(Err(if unavailable {
+                            TaskError::Lookup {
+                                kind: LookupKind::Unavailable,
+                                message: text.clone(),
+                            }
+                        } else {
+                            TaskError::Invalid(text.clone())
+                        }
+                        .into()));
+                    }
+                }
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(TaskError::Invalid("child submission produced no result".into()).into())
+                })
+            })
+            .collect()
+    }
+
+    /// A run target's child up to its submission transaction: the request
+    /// must resolve to exactly its required rack.
+    async fn prepare_child(&self, req: &SubmitRequest) -> Result<PreparedTask, TaskError> {
+        let Some(required) = req.required_rack_id else {
+            return Err(TaskError::Invalid(
+                "a child task needs its required rack id".into(),
+            ));
+        };
+        let (explicit, mut racks, mut known_rack) = self.resolve_request(req).await?;
+        let Some(rack) = racks
+            .pop()
+            .filter(|r| r.rack_id == required && racks.is_empty())
+        else {
+            return Err(TaskError::Invalid(format!(
+                "target must resolve to exactly rack {required}"
+            )));
+        };
+        self.prepare_rack(
+            req,
+            explicit.as_ref(),
+            rack.rack_id,
+            rack.components,
+            known_rack.take(),
+        )
+        .await
+    }
+
+    /// Everything of one rack's submission before its transaction: the rule
+    /// resolved (or the explicit one), components linked, the rule
+    /// applicable, capabilities there; the task built.
+    async fn prepare_rack(
+        &self,
+        req: &SubmitRequest,
+        explicit: Option<&OperationRule>,
+        rack_id: Uuid,
+        components: ComponentsByType,
+        read: Option<RackReads>,
+    ) -> Result<PreparedTask, TaskError> {
         let (rack_components, resolved) = match read {
             Some(read) => (read.components?, read.rule),
             None => (
@@ -383,9 +585,6 @@ impl TaskManager {
             started_at: None,
             finished_at: None,
         };
-        let shape_components = task.components_by_type.clone();
-        let task_type = task.task_type;
-        let queue = req.queue;
         // A task that may run now is inserted as running, with the rule
         // just resolved frozen onto it: one write instead of two. A queued
         // one resolves its rule when the promoter starts it (§4.4).
@@ -396,67 +595,17 @@ impl TaskManager {
             execution_id: format!("{LOCAL_EXECUTOR}:{}", task.id),
             lease: self.lease(),
         };
-        let decide = move |unfinished: &[Task]| -> SubmitDecision {
-            let candidate = TaskShape {
-                task_type,
-                components: &shape_components,
-            };
-            let others: Vec<(TaskShape, TaskStatus)> = unfinished
-                .iter()
-                .map(|t| {
-                    (
-                        TaskShape {
-                            task_type: t.task_type,
-                            components: &t.components_by_type,
-                        },
-                        t.status,
-                    )
-                })
-                .collect();
-            let waiting = unfinished
-                .iter()
-                .filter(|t| t.status == TaskStatus::Waiting)
-                .count();
-            match conflict::decide_submission(
-                &candidate,
-                queue.strategy,
-                &others,
-                waiting,
-                Utc::now(),
-                queue.timeout_secs,
-            ) {
-                Submission::Pending => SubmitDecision::Insert {
-                    status: TaskStatus::Running,
-                    message: messages::RUNNING.into(),
-                    queue_expires_at: None,
-                    start: Some(start.clone()),
-                },
-                Submission::Waiting { expires_at } => SubmitDecision::Insert {
-                    status: TaskStatus::Waiting,
-                    message: messages::WAITING.into(),
-                    queue_expires_at: Some(expires_at),
-                    start: None,
-                },
-                Submission::RejectConflict => SubmitDecision::Reject(SubmitReject::RackConflict),
-                Submission::RejectQueueFull { waiting } => {
-                    SubmitDecision::Reject(SubmitReject::QueueFull { waiting })
-                }
-            }
-        };
-        // The cancel token exists before the row says `running` (see
-        // `start`): a cancel landing between the insert and `spawn_run` then
-        // stops the executor before its first call.
-        self.cancel_token(task.id);
-        let submitted = match claimed {
-            Some(claimed) => {
-                let mut linked = claimed.clone();
-                dispatch::on_submitted(&mut linked, task.id, Utc::now());
-                self.store
-                    .task_submit_for_target(&task, &decide, &linked)
-                    .await
-            }
-            None => self.store.task_submit(&task, &decide).await,
-        };
+        Ok(PreparedTask { task, start })
+    }
+
+    /// What a submission transaction answered, turned into the task id and
+    /// whether a linked target was written; a running task starts here.
+    fn submitted(
+        self: &Arc<Self>,
+        task: &Task,
+        submitted: rackflow_store::StoreResult<SubmitOutcome>,
+        linked: bool,
+    ) -> Result<(Uuid, bool), TaskError> {
         if !matches!(&submitted, Ok(SubmitOutcome::Inserted(stored)) if stored.status == TaskStatus::Running)
         {
             self.forget_cancel_token(task.id);
@@ -467,18 +616,16 @@ impl TaskManager {
                 Err(TaskError::QueueFull(waiting))
             }
             SubmitOutcome::Rejected(SubmitReject::RackConflict) => {
-                Err(TaskError::RackConflict(rack_id))
+                Err(TaskError::RackConflict(task.rack_id))
             }
             SubmitOutcome::Inserted(stored) => {
-                tracing::info!(task_id = %stored.id, rack_id = %rack_id, operation = %stored.operation(), status = %stored.status, "task submitted");
+                tracing::info!(task_id = %stored.id, rack_id = %stored.rack_id, operation = %stored.operation(), status = %stored.status, "task submitted");
                 self.emit(&stored);
-                let linked = claimed.is_some();
+                let id = stored.id;
                 if stored.status == TaskStatus::Running {
-                    let id = stored.id;
                     self.spawn_run(stored, None);
-                    return Ok((id, linked));
                 }
-                Ok((stored.id, linked))
+                Ok((id, linked))
             }
         }
     }

@@ -543,7 +543,9 @@ async fn lock_apply_persist<'a, B: Backend>(
 
     // The child tasks' states come with the targets (an outer join, so the
     // statement costs what the target read alone did); only the target rows
-    // are locked.
+    // are locked. Pending targets only up to the claim window, in sequence
+    // order: no attempt claims more, and a large run's per-slot attempt
+    // would otherwise read (and decode) every remaining row.
     let qualified: Vec<String> = TARGET_COLUMNS
         .split(", ")
         .map(|column| format!("t.{column} AS {column}"))
@@ -552,16 +554,29 @@ async fn lock_apply_persist<'a, B: Backend>(
         "" => String::new(),
         clause => format!("{clause} OF t"),
     };
-    let lock_targets = Sql::new(format!(
-        "SELECT {}, k.status AS task_status, k.message AS task_message \
-         FROM operation_run_target t LEFT JOIN task k ON k.id = t.task_id \
-         WHERE t.operation_run_id = $1 AND t.phase_index = $2 AND t.status NOT IN {SETTLED} \
-         ORDER BY t.phase_index ASC, t.sequence_index ASC{row_lock}",
-        qualified.join(", ")
-    ))
-    .arg(run_id)
-    .arg(phase);
-    let rows = tx.fetch_all(lock_targets).await?;
+    let select_targets = |statuses: &str, limit: &str| {
+        Sql::new(format!(
+            "SELECT {}, k.status AS task_status, k.message AS task_message \
+             FROM operation_run_target t LEFT JOIN task k ON k.id = t.task_id \
+             WHERE t.operation_run_id = $1 AND t.phase_index = $2 AND {statuses} \
+             ORDER BY t.sequence_index ASC{limit}{row_lock}",
+            qualified.join(", ")
+        ))
+        .arg(run_id)
+        .arg(phase)
+    };
+    let window = rackflow_domain::dispatch::claim_window(&run);
+    let mut rows = tx
+        .fetch_all(select_targets(
+            &format!("t.status NOT IN {SETTLED} AND t.status <> 'pending'"),
+            "",
+        ))
+        .await?;
+    let pending = match window {
+        Some(window) => select_targets("t.status = 'pending'", " LIMIT $3").arg(window),
+        None => select_targets("t.status = 'pending'", ""),
+    };
+    rows.extend(tx.fetch_all(pending).await?);
     let mut targets = Vec::with_capacity(rows.len());
     let mut task_states = std::collections::HashMap::new();
     for row in &rows {
@@ -573,7 +588,16 @@ async fn lock_apply_persist<'a, B: Backend>(
         }
         targets.push(target);
     }
-    let (earlier, settled) = phase_aggregates::<B>(tx, run_id, phase).await?;
+    targets.sort_by_key(|t| t.sequence_index);
+    let (earlier, mut settled, pending) = phase_aggregates::<B>(tx, run_id, phase).await?;
+    // The pending targets past the window count as selected, not loaded.
+    let loaded_pending = targets
+        .iter()
+        .filter(|t| t.status == TargetStatus::Pending)
+        .count();
+    settled.selected = settled
+        .selected
+        .saturating_add(i32::try_from(pending.saturating_sub(loaded_pending)).unwrap_or(i32::MAX));
 
     let mut lock = RunLock {
         run: run.clone(),
@@ -622,13 +646,17 @@ async fn lock_apply_persist<'a, B: Backend>(
 const SETTLED: &str = "('completed', 'failed', 'terminated', 'skipped')";
 
 /// In one row of counts: the aggregate of the run's targets in phases
-/// before `phase` (§3.4, §7.3), and of the settled targets of `phase`.
+/// before `phase` (§3.4, §7.3), of the settled targets of `phase`, and the
+/// number of its pending targets.
 async fn phase_aggregates<B: Backend>(
     tx: &mut B::Tx,
     run_id: Uuid,
     phase: i32,
-) -> StoreResult<(EarlierPhases, EarlierPhases)> {
-    let mut columns = Vec::new();
+) -> StoreResult<(EarlierPhases, EarlierPhases, usize)> {
+    let mut columns = vec![format!(
+        "{} AS current_pending",
+        B::count_where("phase_index = $2 AND status = 'pending'")
+    )];
     for (prefix, scope) in [
         ("earlier", "phase_index < $2"),
         ("settled", "phase_index = $2"),
@@ -657,7 +685,7 @@ async fn phase_aggregates<B: Backend>(
     .arg(phase);
     let rows = tx.fetch_all(sql).await?;
     let Some(row) = rows.first() else {
-        return Ok((EarlierPhases::default(), EarlierPhases::default()));
+        return Ok((EarlierPhases::default(), EarlierPhases::default(), 0));
     };
     let count = |col: &'static str| -> StoreResult<i32> {
         Ok(i32::try_from(row.i64(col)?).unwrap_or(i32::MAX))
@@ -676,7 +704,8 @@ async fn phase_aggregates<B: Backend>(
         terminated: count("settled_terminated")?,
         skipped: count("settled_skipped")?,
     };
-    Ok((earlier, settled))
+    let pending = usize::try_from(row.i64("current_pending")?).unwrap_or(0);
+    Ok((earlier, settled, pending))
 }
 
 /// Whether a target's written columns differ (what else `apply` may have

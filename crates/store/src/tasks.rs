@@ -183,27 +183,132 @@ pub(crate) async fn task_submit<'d, B: Backend>(
     decide: &'d (dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync + 'd),
     target: Option<&OperationRunTarget>,
 ) -> StoreResult<SubmitOutcome> {
-    let key = opt_non_empty(&task.idempotency_key);
     let mut tx = backend.begin().await?;
-    xact_lock::<B>(&mut tx, rack_lock(task.rack_id)).await?;
+    match submit_in_tx::<B>(&mut tx, task, decide, target).await {
+        Ok(outcome @ SubmitOutcome::Inserted(_)) => {
+            tx.commit().await?;
+            Ok(outcome)
+        }
+        Ok(outcome) => {
+            tx.rollback().await?;
+            Ok(outcome)
+        }
+        Err(SubmitFailure::Store(e)) => {
+            tx.rollback().await.ok();
+            Err(e)
+        }
+        Err(SubmitFailure::Insert(e)) => {
+            // PostgreSQL has aborted the transaction: end it before reading.
+            tx.rollback().await.ok();
+            let existing = match lost_key_race(task, &e) {
+                Some(key) => first_task(&backend.fetch_all(by_key_sql(key)).await?)?,
+                None => None,
+            };
+            submit_error(task, e, existing)
+        }
+    }
+}
+
+/// See [`crate::Store::task_submit_children`]: one transaction, each child
+/// inside a savepoint of its own, racks locked in id order (two batches
+/// never wait on each other in a cycle).
+pub(crate) async fn task_submit_children<B: Backend>(
+    backend: &B,
+    children: &[crate::ChildSubmit<'_>],
+) -> StoreResult<Vec<StoreResult<SubmitOutcome>>> {
+    if let [child] = children {
+        return Ok(vec![
+            task_submit(backend, child.task, child.decide, Some(child.target)).await,
+        ]);
+    }
+    let mut order: Vec<usize> = (0..children.len()).collect();
+    order.sort_by_key(|&i| (children[i].task.rack_id, i));
+    let mut results: Vec<Option<StoreResult<SubmitOutcome>>> =
+        children.iter().map(|_| None).collect();
+    let mut tx = backend.begin().await?;
+    for i in order {
+        let child = &children[i];
+        tx.execute(Sql::new("SAVEPOINT child_submission")).await?;
+        let result =
+            match submit_in_tx::<B>(&mut tx, child.task, child.decide, Some(child.target)).await {
+                Ok(outcome) => Ok(outcome),
+                Err(failure) => {
+                    tx.execute(Sql::new("ROLLBACK TO SAVEPOINT child_submission"))
+                        .await?;
+                    match failure {
+                        SubmitFailure::Store(e) => Err(e),
+                        SubmitFailure::Insert(e) => {
+                            let existing = match lost_key_race(child.task, &e) {
+                                Some(key) => first_task(&tx.fetch_all(by_key_sql(key)).await?)?,
+                                None => None,
+                            };
+                            submit_error(child.task, e, existing)
+                        }
+                    }
+                }
+            };
+        tx.execute(Sql::new("RELEASE SAVEPOINT child_submission"))
+            .await?;
+        results[i] = Some(result);
+    }
+    tx.commit().await?;
+    Ok(results
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|| {
+                Err(StoreError::Decode {
+                    what: "child submission",
+                    detail: "no result recorded".into(),
+                })
+            })
+        })
+        .collect())
+}
+
+/// Why one submission inside a transaction wrote nothing.
+enum SubmitFailure {
+    /// A read or the target write failed, or the rack does not exist.
+    Store(StoreError),
+    /// The insert failed (the caller ends the transaction or savepoint,
+    /// then explains it with [`submit_error`]).
+    Insert(sqlx::Error),
+}
+
+impl From<StoreError> for SubmitFailure {
+    fn from(e: StoreError) -> Self {
+        SubmitFailure::Store(e)
+    }
+}
+
+impl From<sqlx::Error> for SubmitFailure {
+    fn from(e: sqlx::Error) -> Self {
+        SubmitFailure::Store(e.into())
+    }
+}
+
+/// The body of a submission (see [`crate::Store::task_submit`]) inside
+/// `tx`: an existing or rejected task writes nothing.
+async fn submit_in_tx<B: Backend>(
+    tx: &mut B::Tx,
+    task: &Task,
+    decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync + '_),
+    target: Option<&OperationRunTarget>,
+) -> Result<SubmitOutcome, SubmitFailure> {
+    let key = opt_non_empty(&task.idempotency_key);
+    xact_lock::<B>(tx, rack_lock(task.rack_id)).await?;
 
     if let Some(key) = &key
         && let Some(existing) = first_task(&tx.fetch_all(by_key_sql(key)).await?)?
     {
-        tx.rollback().await?;
         return Ok(SubmitOutcome::Existing(existing));
     }
-    if !live_rack_exists(&mut tx, task.rack_id).await? {
-        tx.rollback().await?;
-        return Err(StoreError::NotFound(format!("rack {}", task.rack_id)));
+    if !live_rack_exists(tx, task.rack_id).await? {
+        return Err(StoreError::NotFound(format!("rack {}", task.rack_id)).into());
     }
 
-    let unfinished = unfinished_of_rack(&mut tx, task.rack_id).await?;
+    let unfinished = unfinished_of_rack(tx, task.rack_id).await?;
     let (status, message, queue_expires_at, start) = match decide(&unfinished) {
-        SubmitDecision::Reject(reason) => {
-            tx.rollback().await?;
-            return Ok(SubmitOutcome::Rejected(reason));
-        }
+        SubmitDecision::Reject(reason) => return Ok(SubmitOutcome::Rejected(reason)),
         SubmitDecision::Insert {
             status,
             message,
@@ -266,43 +371,44 @@ pub(crate) async fn task_submit<'d, B: Backend>(
     .arg(lease.map(|l| l.owner.clone()))
     .arg(lease.map(|l| l.expires_at));
 
-    let rows = match tx.fetch_all(insert).await {
-        Ok(rows) => rows,
-        Err(e) => {
-            // PostgreSQL has aborted the transaction: end it before reading.
-            tx.rollback().await.ok();
-            return submit_error(backend, task, key.as_deref(), e).await;
-        }
-    };
+    let rows = tx.fetch_all(insert).await.map_err(SubmitFailure::Insert)?;
     let stored = first_task(&rows)?.ok_or_else(|| StoreError::Decode {
         what: "task",
         detail: "INSERT … RETURNING gave no row".to_string(),
     })?;
     if let Some(target) = target {
-        crate::runs::write_target(&mut tx, target, now).await?;
+        crate::runs::write_target(tx, target, now).await?;
     }
-    tx.commit().await?;
     Ok(SubmitOutcome::Inserted(stored))
 }
 
-/// A failed submit insert. The idempotency check ran under the rack's lock,
-/// but the key is global: a submit with the same key on another rack may
-/// have won the race, and its task is then the existing one.
-async fn submit_error<B: Backend>(
-    backend: &B,
-    task: &Task,
-    key: Option<&str>,
-    err: sqlx::Error,
-) -> StoreResult<SubmitOutcome> {
-    if let (Some(Violation::Unique(Some(UniqueKey::TaskIdempotencyKey))), Some(key)) =
-        (violation(&err), key)
-    {
-        if let Some(existing) = first_task(&backend.fetch_all(by_key_sql(key)).await?)? {
-            return Ok(SubmitOutcome::Existing(existing));
+/// The task's idempotency key, when `err` is the unique violation of that
+/// key: the check ran under the rack's lock, but the key is global, so a
+/// submit with the same key on another rack may have won the race, and its
+/// task is then the existing one.
+fn lost_key_race<'t>(task: &'t Task, err: &sqlx::Error) -> Option<&'t str> {
+    match violation(err) {
+        Some(Violation::Unique(Some(UniqueKey::TaskIdempotencyKey))) => {
+            task.idempotency_key.as_deref().filter(|k| !k.is_empty())
         }
-        return Err(StoreError::AlreadyExists(format!(
-            "task with idempotency key {key:?}"
-        )));
+        _ => None,
+    }
+}
+
+/// A failed submit insert, given the task found under its key when the
+/// insert lost the key race ([`lost_key_race`]).
+fn submit_error(
+    task: &Task,
+    err: sqlx::Error,
+    existing: Option<Task>,
+) -> StoreResult<SubmitOutcome> {
+    if let Some(key) = lost_key_race(task, &err) {
+        return match existing {
+            Some(existing) => Ok(SubmitOutcome::Existing(existing)),
+            None => Err(StoreError::AlreadyExists(format!(
+                "task with idempotency key {key:?}"
+            ))),
+        };
     }
     Err(write_error(
         err,

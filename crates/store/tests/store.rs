@@ -37,9 +37,9 @@ use rackflow_domain::run::{
 use rackflow_domain::target::{ComponentFilter, RackIdentifier, RackTarget, TargetSpec};
 use rackflow_domain::task::{QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages};
 use rackflow_store::{
-    ComponentFilterQuery, ComponentPatch, DbTarget, LockMode, PgStore, RackFilter, RunLock,
-    SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject, TaskFilter,
-    TaskLease, TaskStart, TaskTransition, TaskUpdate, open_store,
+    ChildSubmit, ComponentFilterQuery, ComponentPatch, DbTarget, LockMode, PgStore, RackFilter,
+    RunLock, SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject,
+    TaskFilter, TaskLease, TaskStart, TaskTransition, TaskUpdate, open_store,
 };
 use rackflow_testkit::db::TestDatabase;
 use uuid::Uuid;
@@ -164,6 +164,8 @@ macro_rules! both_dialects {
 }
 
 both_dialects!(
+    run_lock_apply_loads_pending_targets_up_to_the_claim_window,
+    task_submit_children_commits_together_and_fails_one_by_one,
     task_leases_renew_adopt_and_fence,
     task_cancel_announcements_reach_listeners,
     task_submit_inserts_started_tasks,
@@ -1814,6 +1816,52 @@ async fn run_lock_apply_loads_unsettled_targets_with_child_states(db: &Db) {
     );
 }
 
+/// A run with more pending targets than it may run at once: the lock loads
+/// every unsettled non-pending target but only the first
+/// `max_concurrent_targets` pending ones in sequence order; the rest count
+/// in `settled.selected` only.
+async fn run_lock_apply_loads_pending_targets_up_to_the_claim_window(db: &Db) {
+    let store = db.store();
+    let mut r = run(4, "window");
+    r.status = RunStatus::Running;
+    r.configuration.options.max_concurrent_targets = 2;
+    let mut targets = vec![
+        target(60, r.id, 0, 0, TargetStatus::Completed),
+        target(61, r.id, 1, 0, TargetStatus::Claimed),
+    ];
+    // Pending ones in a scrambled insert order; the window follows sequence.
+    for (n, sequence) in [(65, 9), (62, 2), (66, 8), (63, 4), (64, 7)] {
+        targets.push(target(n, r.id, sequence, 0, TargetStatus::Pending));
+    }
+    targets.push(target(67, r.id, 5, 0, TargetStatus::Blocked));
+    store.run_create(&r, &targets).await.unwrap();
+
+    let mut seen: Option<RunLock> = None;
+    store
+        .run_lock_apply(r.id, LockMode::Runnable, &mut |lock| {
+            seen = Some(lock.clone());
+            Ok(())
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let seen = seen.expect("apply was called");
+    assert_eq!(
+        target_ids(&seen.targets),
+        [id(61), id(62), id(63), id(67)],
+        "non-pending unsettled ones and the first two pending ones, in sequence order"
+    );
+    assert_eq!(
+        seen.settled,
+        EarlierPhases {
+            selected: 4,
+            completed: 1,
+            ..EarlierPhases::default()
+        }
+    );
+    assert_eq!(seen.pending_not_loaded(), 3);
+}
+
 async fn run_lock_apply_loads_and_persists_only_changes(db: &Db) {
     let store = db.store();
     store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
@@ -2525,6 +2573,100 @@ async fn insert_running(store: &dyn Store, t: &Task, lease: TaskLease) -> Task {
         Ok(SubmitOutcome::Inserted(stored)) => stored,
         other => panic!("expected Inserted, got {other:?}"),
     }
+}
+
+/// A dispatcher attempt's children in one transaction: each child's
+/// outcome is its own (inserted with its target written, rejected, an
+/// existing task under its key, a missing rack), and only the inserted
+/// child's target changes.
+async fn task_submit_children_commits_together_and_fails_one_by_one(db: &Db) {
+    let store = db.store();
+    for n in [0xA001, 0xA002, 0xA003] {
+        store
+            .rack_create(&rack(n, &format!("r{n:x}"), None), &[])
+            .await
+            .unwrap();
+    }
+    let r = run(0xC41D, "children");
+    let targets: Vec<_> = (1..=3)
+        .map(|n| target(n, r.id, n as i32, 0, TargetStatus::Claimed))
+        .collect();
+    store.run_create(&r, &targets).await.unwrap();
+    let mut keyed = task(0x5EED, id(0xA001));
+    keyed.idempotency_key = Some("operation-run-target:earlier".into());
+    let earlier = submit(store, keyed.clone(), TaskStatus::Running).await;
+
+    let inserted = task(0xC1, id(0xA001));
+    let rejected = task(0xC2, id(0xA002));
+    let orphan = task(0xC3, id(0xDEAD));
+    let mut again = task(0xC4, id(0xA001));
+    again.idempotency_key = keyed.idempotency_key.clone();
+    let insert = |_: &[Task]| insert_as(TaskStatus::Running, "running");
+    let reject = |_: &[Task]| SubmitDecision::Reject(SubmitReject::RackConflict);
+    let linked = |t: &OperationRunTarget, task_id: Uuid| {
+        let mut linked = t.clone();
+        linked.status = TargetStatus::Submitted;
+        linked.task_id = Some(task_id);
+        linked.message = "submitted".into();
+        linked
+    };
+    let links = [
+        linked(&targets[0], inserted.id),
+        linked(&targets[1], rejected.id),
+        linked(&targets[2], orphan.id),
+        linked(&targets[0], again.id),
+    ];
+    let children = [
+        ChildSubmit {
+            task: &inserted,
+            decide: &insert,
+            target: &links[0],
+        },
+        ChildSubmit {
+            task: &rejected,
+            decide: &reject,
+            target: &links[1],
+        },
+        ChildSubmit {
+            task: &orphan,
+            decide: &insert,
+            target: &links[2],
+        },
+        ChildSubmit {
+            task: &again,
+            decide: &insert,
+            target: &links[3],
+        },
+    ];
+    let results = store.task_submit_children(&children).await.unwrap();
+    assert_eq!(results.len(), 4);
+    assert!(matches!(&results[0], Ok(SubmitOutcome::Inserted(t)) if t.id == inserted.id));
+    assert!(matches!(
+        &results[1],
+        Ok(SubmitOutcome::Rejected(SubmitReject::RackConflict))
+    ));
+    assert!(matches!(&results[2], Err(StoreError::NotFound(what)) if what.contains("rack")));
+    assert!(matches!(&results[3], Ok(SubmitOutcome::Existing(t)) if t.id == earlier.id));
+
+    assert!(store.task_get(inserted.id).await.unwrap().is_some());
+    for absent in [rejected.id, orphan.id, again.id] {
+        assert_eq!(store.task_get(absent).await.unwrap(), None);
+    }
+    let query = TargetQuery {
+        operation_run_id: r.id,
+        status: None,
+        phase_scope: PhaseScope::All,
+        current_phase_index: 0,
+        page: all(),
+    };
+    let (stored, _) = store.run_targets_list(&query).await.unwrap();
+    let status_of = |n: u128| {
+        let t = stored.iter().find(|t| t.id == id(n)).unwrap();
+        (t.status, t.task_id)
+    };
+    assert_eq!(status_of(1), (TargetStatus::Submitted, Some(inserted.id)));
+    assert_eq!(status_of(2), (TargetStatus::Claimed, None));
+    assert_eq!(status_of(3), (TargetStatus::Claimed, None));
 }
 
 /// Clustered execution: an owner renews only what it still holds; another

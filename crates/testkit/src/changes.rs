@@ -312,16 +312,11 @@ impl Store for ObservedStore {
         result
     }
 
-    async fn task_submit_for_target(
+    async fn task_submit_children(
         &self,
-        task: &Task,
-        decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
-        target: &OperationRunTarget,
-    ) -> StoreResult<SubmitOutcome> {
-        let result = self
-            .inner
-            .task_submit_for_target(task, decide, target)
-            .await;
+        children: &[rackflow_store::ChildSubmit<'_>],
+    ) -> StoreResult<Vec<StoreResult<SubmitOutcome>>> {
+        let result = self.inner.task_submit_children(children).await;
         self.changed();
         result
     }

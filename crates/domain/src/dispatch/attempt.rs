@@ -29,10 +29,14 @@ pub struct LockedRun {
     pub run: OperationRun,
     /// The *unsettled* targets of `run.current_phase_index` (every status
     /// but the terminal completed, failed, terminated and skipped), ordered
-    /// by sequence_index. Settled targets never change again, so they are
-    /// only counted (`settled`).
+    /// by sequence_index — of the pending ones only the first
+    /// [`claim_window`] (an attempt claims no more than that). Settled
+    /// targets never change again and pending ones past the window cannot
+    /// be claimed yet, so both are only counted (`settled`).
     pub targets: Vec<OperationRunTarget>,
-    /// Aggregate of the current phase's settled targets (not loaded).
+    /// Aggregate of the current phase's targets that were not loaded: the
+    /// settled ones, and the pending ones past the claim window (which
+    /// count in `selected` only).
     pub settled: EarlierPhases,
     /// Aggregate of targets with phase_index < current.
     pub earlier: EarlierPhases,
@@ -46,6 +50,25 @@ impl LockedRun {
     pub fn summary(&self) -> PhaseSummary {
         PhaseSummary::for_run(&self.run, &self.targets, self.settled, self.earlier)
     }
+
+    /// Pending targets past the claim window (counted, not loaded).
+    pub fn pending_not_loaded(&self) -> usize {
+        let s = self.settled;
+        let terminal = i64::from(s.completed)
+            + i64::from(s.failed)
+            + i64::from(s.terminated)
+            + i64::from(s.skipped);
+        usize::try_from(i64::from(s.selected) - terminal).unwrap_or(0)
+    }
+}
+
+/// How many of a run's pending current-phase targets, in sequence order, an
+/// attempt must see: no attempt claims more than `max_concurrent_targets`,
+/// so the rest need only be counted (a 10,000-target run no longer loads
+/// every row per freed slot). `None`: every pending target.
+pub fn claim_window(run: &OperationRun) -> Option<i64> {
+    let max = run.configuration.options.max_concurrent_targets;
+    (max > 0).then(|| i64::from(max))
 }
 
 /// The child task of one claimed target (§3.7), as plain data: the engine
@@ -249,7 +272,13 @@ pub fn attempt(locked: &LockedRun, now: DateTime<Utc>, lease: Duration) -> Attem
                     request,
                 })
                 .collect();
-            waiting_on = claim_waits(&targets, &submissions, *max_concurrent_targets, now);
+            waiting_on = claim_waits(
+                &targets,
+                &submissions,
+                *max_concurrent_targets,
+                locked.pending_not_loaded(),
+                now,
+            );
         }
         Decision::NoOp => waiting_on.push(WaitingOn::NotDispatchable {
             status: locked.run.status,
@@ -298,10 +327,11 @@ fn claim_waits(
     targets: &[OperationRunTarget],
     submissions: &[ChildSubmission],
     max_concurrent_targets: i32,
+    pending_not_loaded: usize,
     now: DateTime<Utc>,
 ) -> Vec<WaitingOn> {
     let just_claimed = |t: &OperationRunTarget| submissions.iter().any(|s| s.target.id == t.id);
-    let mut candidates = 0;
+    let mut candidates = pending_not_loaded;
     let mut children = submissions.len();
     let mut backoff: Option<(usize, DateTime<Utc>)> = None;
     let mut leased: Option<(usize, DateTime<Utc>)> = None;
@@ -588,6 +618,69 @@ mod tests {
             } else {
                 prop_assert!(plan.submissions.is_empty());
                 prop_assert_eq!(plan.waiting_on.len(), 1);
+            }
+        }
+
+        /// What the store loads — the pending targets only up to the claim
+        /// window, the rest counted — plans exactly what the whole phase
+        /// does: same run, same claims, same writes to the loaded rows, same
+        /// due instant and waits. (Targets whose child request cannot be
+        /// built fail without using a slot, so the window could hide a later
+        /// candidate; they never come out of planning, so pending ones here
+        /// all have components.)
+        #[test]
+        fn the_claim_window_plans_what_the_whole_phase_does(
+            run_status in 0usize..6,
+            phase in (1i32..4).prop_flat_map(|total| (0..total, Just(total))),
+            max_concurrent in 0i32..4,
+            auto_advance in any::<bool>(),
+            gate_threshold in 1i32..5,
+            seeds in proptest::collection::vec(any_target(), 0..9),
+            settled in (0i32..3, 0i32..2),
+            earlier in (0i32..3, 0i32..2),
+        ) {
+            let seeds: Vec<TargetSeed> = seeds
+                .into_iter()
+                .map(|mut seed| {
+                    if TARGET_STATUSES[seed.0] == T::Pending {
+                        seed.1 = true;
+                    }
+                    seed
+                })
+                .collect();
+            let full = build(run_status, phase, max_concurrent, auto_advance, gate_threshold, &seeds, settled, earlier);
+            let mut windowed = full.clone();
+            if let Some(window) = claim_window(&full.run) {
+                let mut pending_seen = 0i64;
+                windowed.targets.retain(|t| {
+                    if t.status != T::Pending {
+                        return true;
+                    }
+                    pending_seen += 1;
+                    pending_seen <= window
+                });
+                let dropped = full.targets.len() - windowed.targets.len();
+                windowed.settled.selected += i32::try_from(dropped).unwrap_or(i32::MAX);
+                prop_assert_eq!(windowed.pending_not_loaded(), dropped);
+            }
+            let now = at(1000);
+            let whole = attempt(&full, now, LEASE);
+            let part = attempt(&windowed, now, LEASE);
+            prop_assert_eq!(&part.decision, &whole.decision);
+            prop_assert_eq!(&part.run, &whole.run);
+            prop_assert_eq!(&part.submissions, &whole.submissions);
+            prop_assert_eq!(part.next_due, whole.next_due);
+            prop_assert_eq!(&part.waiting_on, &whole.waiting_on);
+            for t in &part.targets {
+                let same = whole.targets.iter().find(|w| w.id == t.id);
+                prop_assert_eq!(Some(t), same);
+            }
+            // The rows left out are exactly the ones nothing changed.
+            for w in &whole.targets {
+                if !part.targets.iter().any(|t| t.id == w.id) {
+                    let before = full.targets.iter().find(|t| t.id == w.id);
+                    prop_assert_eq!(Some(w), before);
+                }
             }
         }
     }

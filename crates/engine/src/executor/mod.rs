@@ -438,7 +438,7 @@ async fn cancelled(reporter: &Reporter) -> TaskOutcome {
 /// input order. (The steps of a stage borrow the run's context, so they run
 /// as concurrent futures of one task rather than spawned tasks; dropping
 /// this future drops them all, which is how cancellation stops them.)
-async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+pub(crate) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
     let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
     let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
