@@ -35,7 +35,9 @@
 //! the k-th finishing task is taken by the (k+100)-th created child; mean
 //! freed → next child created, created → started, and the executor's time
 //! over the 2 s update; plus utilisation = Σ task (finished − started) /
-//! (100 × makespan).
+//! (100 × makespan); and how long CreateOperationRun took, beside a
+//! PreviewOperationRun of the same request sent just before (planning
+//! only, nothing written; not part of the makespan).
 //!
 //! The servers log at info (common::ServeProcess); with `RUST_LOG` set in
 //! the bench's environment their logs are copied to the temp dir and the
@@ -362,6 +364,20 @@ fn scale(name: &str, replicas: usize, extra_config: &str) {
             .collect();
 
         let request = run_request(&racks, LIMIT as i32);
+        // The same plan without writing it (not part of the makespan): how
+        // much of CreateOperationRun is planning.
+        let t = Instant::now();
+        rackflow_api::v1::flow_extensions_client::FlowExtensionsClient::connect(format!(
+            "http://{}",
+            addrs[0]
+        ))
+        .await
+        .expect("connect")
+        .max_decoding_message_size(256 << 20)
+        .preview_operation_run(request.clone())
+        .await
+        .expect("preview run");
+        let preview = t.elapsed().as_secs_f64() * 1000.0;
         let sent_ms = now_ms();
         let sent = Instant::now();
         let id = client
@@ -553,7 +569,8 @@ fn scale(name: &str, replicas: usize, extra_config: &str) {
             .collect();
         let since = |t: Option<&prost_types::Timestamp>| t.map_or(f64::NAN, |t| ts_ms(t) - sent_ms);
         println!(
-            "  start: CreateOperationRun RPC {create_rpc:.0} ms; run created_at +{:.0} ms, \
+            "  start: CreateOperationRun RPC {create_rpc:.0} ms (PreviewOperationRun of the same \
+             request before it, plan only: {preview:.0} ms); run created_at +{:.0} ms, \
              started_at +{:.0} ms; wave spread (1st -> {LIMIT}th child created) mean {:.0} ms, \
              max {:.0} ms over {} waves",
             since(run.created_at.as_ref()),
