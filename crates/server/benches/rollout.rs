@@ -1,7 +1,14 @@
 //! Rollout and task benchmarks, rerun with
-//! `cargo bench -p rackflow-server --bench rollout [NAME]`
+//! `cargo bench -p rackflow-server --bench rollout [NAME] [--pg]`
 //! (NAME filters, any number of them: makespan, first-task, concurrent, tasks,
 //! task-wall).
+//!
+//! Store: a SQLite temp file per bench; with `--pg` (or the environment
+//! variable `RACKFLOW_BENCH_DATABASE_URL`) a fresh PostgreSQL database per
+//! bench instead, created on `RACKFLOW_BENCH_DATABASE_URL`, else
+//! `DATABASE_URL`, else `postgres://postgres@127.0.0.1:5432/postgres`, and
+//! dropped at the end. Every bench's header names its store, so both can be
+//! compared in one sitting.
 //!
 //! Every figure is printed with the baseline it is compared to, measured in
 //! the same run on the same machine:
@@ -22,13 +29,14 @@
 //!   hardware time with realistic latency (goal ≤ 1.02).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use rackflow_api::v1 as pb;
 use rackflow_api::v1::flow_client::FlowClient;
 use rackflow_engine::sim::{SimConfig, SimFleet};
 use rackflow_store::DbTarget;
+use rackflow_testkit::pg_instance::{PgDatabase, shared_server_url};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 use uuid::Uuid;
@@ -38,15 +46,48 @@ struct Bench {
     fleet: Arc<SimFleet>,
     shutdown: CancellationToken,
     server: tokio::task::JoinHandle<()>,
-    path: std::path::PathBuf,
+    /// The SQLite file, or the PostgreSQL database (dropped on drop).
+    db: BenchDb,
+}
+
+/// Where the benches store: `None` = SQLite, else the PostgreSQL server's
+/// admin URL (fresh database per bench). Set once in `main`.
+static POSTGRES: OnceLock<Option<String>> = OnceLock::new();
+
+fn postgres_admin_url() -> Option<&'static str> {
+    POSTGRES.get().and_then(|u| u.as_deref())
+}
+
+/// The store, as printed in each bench's header.
+fn store_label() -> &'static str {
+    if postgres_admin_url().is_some() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    }
+}
+
+enum BenchDb {
+    Sqlite(std::path::PathBuf),
+    Postgres(PgDatabase),
 }
 
 impl Bench {
     async fn start(sim: SimConfig) -> Bench {
-        let path = std::env::temp_dir().join(format!("rackflow-bench-{}.db", Uuid::new_v4()));
-        let store = rackflow_store::open_store(&DbTarget::Sqlite(path.clone()))
-            .await
-            .expect("store");
+        let (db, target) = match postgres_admin_url() {
+            None => {
+                let path =
+                    std::env::temp_dir().join(format!("rackflow-bench-{}.db", Uuid::new_v4()));
+                (BenchDb::Sqlite(path.clone()), DbTarget::Sqlite(path))
+            }
+            Some(admin) => {
+                // Blocks on a thread of its own (the test kit's).
+                let db = PgDatabase::create(admin);
+                let target = DbTarget::Postgres(db.url().to_string());
+                (BenchDb::Postgres(db), target)
+            }
+        };
+        let store = rackflow_store::open_store(&target).await.expect("store");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -76,15 +117,21 @@ impl Bench {
             fleet,
             shutdown,
             server,
-            path,
+            db,
         }
     }
 
     async fn stop(self) {
         self.shutdown.cancel();
         let _ = self.server.await;
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", self.path.display()));
+        match self.db {
+            BenchDb::Sqlite(path) => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+                }
+            }
+            // DROP DATABASE … WITH (FORCE), on a thread of its own.
+            BenchDb::Postgres(db) => drop(db),
         }
     }
 
@@ -319,7 +366,10 @@ async fn makespan() {
             .collect(),
     );
     let _ = started;
-    println!("makespan: 100 racks, max_concurrent 10, 500 ms per rack, one phase");
+    println!(
+        "makespan [{}]: 100 racks, max_concurrent 10, 500 ms per rack, one phase",
+        store_label()
+    );
     println!(
         "  per slot: freed -> next child created {dispatch:.1} ms, created -> started {start:.1} ms, executor overhead over 500 ms {execute:.1} ms"
     );
@@ -382,7 +432,8 @@ async fn first_task() {
     latencies.sort_by(f64::total_cmp);
     version.sort_by(f64::total_cmp);
     println!(
-        "first-task: CreateOperationRun sent -> first child task started (10 runs of 10 racks)"
+        "first-task [{}]: CreateOperationRun sent -> first child task started (10 runs of 10 racks)",
+        store_label()
     );
     println!(
         "  p50 {:.2} ms  max {:.2} ms  baseline Version RPC p50 {:.3} ms",
@@ -459,7 +510,8 @@ async fn concurrent() {
     let slowest = done_at.iter().flatten().max().copied().unwrap_or_default();
     let ideal = Duration::from_millis(100 / LIMIT as u64 * 500);
     println!(
-        "concurrent: {RUNS} runs x 100 racks, max_concurrent {LIMIT}, 500 ms per rack, {} samples",
+        "concurrent [{}]: {RUNS} runs x 100 racks, max_concurrent {LIMIT}, 500 ms per rack, {} samples",
+        store_label(),
         ratios.len()
     );
     println!(
@@ -538,7 +590,8 @@ async fn tasks_per_second() {
     let version_rate = 200.0 / t.elapsed().as_secs_f64();
     let rate = all.len() as f64 / wall.as_secs_f64();
     println!(
-        "tasks: {} firmware-upgrade tasks on 40 racks x 19 components, zero sim latency",
+        "tasks [{}]: {} firmware-upgrade tasks on 40 racks x 19 components, zero sim latency",
+        store_label(),
         all.len()
     );
     println!(
@@ -605,7 +658,10 @@ async fn task_wall() {
     // executor needs to learn the update finished.
     let hardware = Duration::from_millis(2 * (20 + 2000 + 20));
     let updates_only = Duration::from_millis(2 * 2000);
-    println!("task-wall: one firmware upgrade (built-in rule, 2 stages), sim 2 s per update");
+    println!(
+        "task-wall [{}]: one firmware upgrade (built-in rule, 2 stages), sim 2 s per update",
+        store_label()
+    );
     println!(
         "  wall {:.3} s  hardware {:.3} s  ratio {:.4}  (over the bare updates alone: {:.4})",
         wall.as_secs_f64(),
@@ -625,6 +681,17 @@ fn main() {
             .with_writer(std::io::stderr)
             .init();
     }
+    // `--pg` or RACKFLOW_BENCH_DATABASE_URL: a fresh PostgreSQL database
+    // per bench instead of a SQLite file.
+    let env_url = std::env::var("RACKFLOW_BENCH_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty());
+    let pg = std::env::args().skip(1).any(|a| a == "--pg");
+    let _ = POSTGRES.set(match env_url {
+        Some(url) => Some(url),
+        None if pg => Some(shared_server_url()),
+        None => None,
+    });
     // Every non-flag argument is a name filter (`-- makespan concurrent
     // first-task`); none runs every bench.
     let filters: Vec<String> = std::env::args()
