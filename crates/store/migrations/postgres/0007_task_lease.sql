@@ -5,5 +5,6 @@
 ALTER TABLE task ADD COLUMN owner TEXT
     CONSTRAINT task_owner_length_check CHECK (owner IS NULL OR length(owner) <= 200);
 ALTER TABLE task ADD COLUMN lease_expires_at TIMESTAMPTZ;
-CREATE INDEX task_running_lease_idx ON task (lease_expires_at) WHERE status = 'running';
-CREATE INDEX task_owner_idx ON task (owner) WHERE status = 'running';
+-- No index of their own: renewal goes by primary key, and adoption reads
+-- the running tasks through the status index (they are few next to the
+-- history), so every task write does not pay for two more indexes.
