@@ -245,55 +245,7 @@ async fn one_stage_firmware_rule(client: &mut FlowClient<Channel>) {
 }
 
 fn run_request(racks: &[String], max_concurrent: i32) -> pb::CreateOperationRunRequest {
-    let targets = racks
-        .iter()
-        .map(|r| pb::RackTarget {
-            identifier: Some(pb::rack_target::Identifier::ExternalId(r.clone())),
-            component_types: vec![],
-        })
-        .collect();
-    pb::CreateOperationRunRequest {
-        name: "scale".into(),
-        description: String::new(),
-        configuration: Some(pb::OperationRunConfiguration {
-            selector: Some(pb::OperationRunSelector {
-                selector: Some(pb::operation_run_selector::Selector::Percentage(
-                    pb::PercentageSelector {
-                        percentage: 100,
-                        seed: "s".into(),
-                    },
-                )),
-            }),
-            options: Some(pb::OperationRunOptions {
-                max_concurrent_targets: max_concurrent,
-                safety_policy: Some(pb::OperationRunSafetyPolicy {
-                    gates: vec![pb::OperationRunSafetyGate {
-                        gate: Some(pb::operation_run_safety_gate::Gate::FailureCount(
-                            pb::OperationRunFailureCountGate {
-                                scope: 2,
-                                failure_threshold_count: 1,
-                            },
-                        )),
-                    }],
-                }),
-                ..Default::default()
-            }),
-            operation: Some(pb::OperationRunOperation {
-                operation: Some(pb::operation_run_operation::Operation::UpgradeFirmware(
-                    pb::UpgradeFirmwareRequest {
-                        target_spec: Some(pb::OperationTargetSpec {
-                            targets: Some(pb::operation_target_spec::Targets::Racks(
-                                pb::RackTargets { targets },
-                            )),
-                        }),
-                        target_version: Some("2.0.0".into()),
-                        ..Default::default()
-                    },
-                )),
-                target_scope: None,
-            }),
-        }),
-    }
+    rackflow_testkit::flow::rollout_request("scale", racks, max_concurrent)
 }
 
 async fn get_run(client: &mut FlowClient<Channel>, id: &pb::Uuid) -> pb::OperationRunSummary {

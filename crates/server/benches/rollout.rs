@@ -199,55 +199,7 @@ impl Bench {
     }
 
     async fn create_run(&mut self, racks: &[String], max_concurrent: i32) -> pb::Uuid {
-        let targets = racks
-            .iter()
-            .map(|r| pb::RackTarget {
-                identifier: Some(pb::rack_target::Identifier::ExternalId(r.clone())),
-                component_types: vec![],
-            })
-            .collect();
-        let request = pb::CreateOperationRunRequest {
-            name: "bench".into(),
-            description: String::new(),
-            configuration: Some(pb::OperationRunConfiguration {
-                selector: Some(pb::OperationRunSelector {
-                    selector: Some(pb::operation_run_selector::Selector::Percentage(
-                        pb::PercentageSelector {
-                            percentage: 100,
-                            seed: "s".into(),
-                        },
-                    )),
-                }),
-                options: Some(pb::OperationRunOptions {
-                    max_concurrent_targets: max_concurrent,
-                    safety_policy: Some(pb::OperationRunSafetyPolicy {
-                        gates: vec![pb::OperationRunSafetyGate {
-                            gate: Some(pb::operation_run_safety_gate::Gate::FailureCount(
-                                pb::OperationRunFailureCountGate {
-                                    scope: 2,
-                                    failure_threshold_count: 1,
-                                },
-                            )),
-                        }],
-                    }),
-                    ..Default::default()
-                }),
-                operation: Some(pb::OperationRunOperation {
-                    operation: Some(pb::operation_run_operation::Operation::UpgradeFirmware(
-                        pb::UpgradeFirmwareRequest {
-                            target_spec: Some(pb::OperationTargetSpec {
-                                targets: Some(pb::operation_target_spec::Targets::Racks(
-                                    pb::RackTargets { targets },
-                                )),
-                            }),
-                            target_version: Some("2.0.0".into()),
-                            ..Default::default()
-                        },
-                    )),
-                    target_scope: None,
-                }),
-            }),
-        };
+        let request = rackflow_testkit::flow::rollout_request("bench", racks, max_concurrent);
         self.client
             .create_operation_run(request)
             .await

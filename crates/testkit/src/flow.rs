@@ -439,6 +439,65 @@ pub fn run_request(
     }
 }
 
+/// The benches' rollout: every rack (by external id) in one phase, up to
+/// `max_concurrent` at once, stopping at the first failure, to firmware
+/// 2.0.0.
+pub fn rollout_request(
+    name: &str,
+    racks: &[String],
+    max_concurrent: i32,
+) -> pb::CreateOperationRunRequest {
+    let targets = racks
+        .iter()
+        .map(|r| pb::RackTarget {
+            identifier: Some(pb::rack_target::Identifier::ExternalId(r.clone())),
+            component_types: vec![],
+        })
+        .collect();
+    pb::CreateOperationRunRequest {
+        name: name.into(),
+        description: String::new(),
+        configuration: Some(pb::OperationRunConfiguration {
+            selector: Some(pb::OperationRunSelector {
+                selector: Some(pb::operation_run_selector::Selector::Percentage(
+                    pb::PercentageSelector {
+                        percentage: 100,
+                        seed: "s".into(),
+                    },
+                )),
+            }),
+            options: Some(pb::OperationRunOptions {
+                max_concurrent_targets: max_concurrent,
+                safety_policy: Some(pb::OperationRunSafetyPolicy {
+                    gates: vec![pb::OperationRunSafetyGate {
+                        gate: Some(pb::operation_run_safety_gate::Gate::FailureCount(
+                            pb::OperationRunFailureCountGate {
+                                scope: 2,
+                                failure_threshold_count: 1,
+                            },
+                        )),
+                    }],
+                }),
+                ..Default::default()
+            }),
+            operation: Some(pb::OperationRunOperation {
+                operation: Some(pb::operation_run_operation::Operation::UpgradeFirmware(
+                    pb::UpgradeFirmwareRequest {
+                        target_spec: Some(pb::OperationTargetSpec {
+                            targets: Some(pb::operation_target_spec::Targets::Racks(
+                                pb::RackTargets { targets },
+                            )),
+                        }),
+                        target_version: Some("2.0.0".into()),
+                        ..Default::default()
+                    },
+                )),
+                target_scope: None,
+            }),
+        }),
+    }
+}
+
 /// Shortcuts into a request's nested configuration.
 pub fn options(req: &mut pb::CreateOperationRunRequest) -> &mut pb::OperationRunOptions {
     req.configuration
