@@ -273,7 +273,15 @@ pub enum ConfigError {
     },
     #[error("environment variable {name}: {detail}")]
     Env { name: &'static str, detail: String },
+    /// A value that parses but cannot be used; `key` as written in TOML.
+    #[error("{key}: {detail}")]
+    Invalid { key: &'static str, detail: String },
 }
+
+/// Bounds of `tasks.lease_secs` (0 = the default). Shorter, and a pause of
+/// the process or the database hands its tasks to another replica; longer,
+/// and a dead replica's tasks wait that long.
+const LEASE_SECS: std::ops::RangeInclusive<u64> = 3..=86_400;
 
 impl Config {
     /// Defaults, then the TOML file if given, then the environment.
@@ -295,7 +303,24 @@ impl Config {
             None => Config::default(),
         };
         config.apply_env(|name| std::env::var(name).ok())?;
+        config.validate()?;
         Ok(config)
+    }
+
+    /// Values the types admit but the server cannot use.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let lease = self.tasks.lease_secs;
+        if lease != 0 && !LEASE_SECS.contains(&lease) {
+            return Err(ConfigError::Invalid {
+                key: "tasks.lease_secs",
+                detail: format!(
+                    "{lease} is out of range: between {} and {} seconds, or 0 for the default",
+                    LEASE_SECS.start(),
+                    LEASE_SECS.end()
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Applies environment overrides read through `get` (injectable for tests).
@@ -365,6 +390,24 @@ mod tests {
         assert!(err.contains("line 2"), "{err}");
         assert!(!err.contains("hunter2"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_task_lease_out_of_range_is_refused_naming_the_key() {
+        for (lease, ok) in [
+            (0, true),
+            (2, false),
+            (3, true),
+            (86_400, true),
+            (86_401, false),
+        ] {
+            let c: Config = toml::from_str(&format!("[tasks]\nlease_secs = {lease}\n")).unwrap();
+            let result = c.validate();
+            assert_eq!(result.is_ok(), ok, "lease_secs = {lease}: {result:?}");
+            if let Err(e) = result {
+                assert!(e.to_string().contains("tasks.lease_secs"), "{e}");
+            }
+        }
     }
 
     #[test]
