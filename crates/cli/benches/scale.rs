@@ -222,28 +222,6 @@ async fn import_fleet(client: &FlowClient<Channel>) -> (Vec<String>, BTreeSet<St
     (names, components_all)
 }
 
-/// A one-stage firmware upgrade (compute and switch trays in parallel), the
-/// default rule, as rollout.rs's.
-async fn one_stage_firmware_rule(client: &mut FlowClient<Channel>) {
-    let step = |ty: &str| {
-        serde_json::json!({"component_type": ty, "stage": 1, "timeout": "10m",
-            "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "2m", "poll_timeout": "30m"}}})
-    };
-    let definition =
-        serde_json::json!({"version": "v1", "steps": [step("compute"), step("nvswitch")]});
-    client
-        .create_operation_rule(pb::CreateOperationRuleRequest {
-            name: "bench one-stage upgrade".into(),
-            description: String::new(),
-            operation_type: pb::OperationType::FirmwareControl as i32,
-            operation_code: "upgrade".into(),
-            rule_definition_json: definition.to_string(),
-            is_default: true,
-        })
-        .await
-        .expect("rule");
-}
-
 fn run_request(racks: &[String], max_concurrent: i32) -> pb::CreateOperationRunRequest {
     rackflow_testkit::flow::rollout_request("scale", racks, max_concurrent)
 }
@@ -297,7 +275,7 @@ fn scale(name: &str, replicas: usize, extra_config: &str) {
         .expect("runtime");
     let problems = runtime.block_on(async {
         let mut client = connect(addrs[0]).await;
-        one_stage_firmware_rule(&mut client).await;
+        rackflow_testkit::flow::create_one_stage_firmware_rule(&mut client).await;
         let t = Instant::now();
         let (racks, components) = import_fleet(&client).await;
         let import = t.elapsed();

@@ -179,23 +179,7 @@ impl Bench {
     /// Makes firmware upgrades one stage (compute and switch trays in
     /// parallel), so a rack's hardware time is one firmware update.
     async fn one_stage_firmware_rule(&mut self) {
-        let step = |ty: &str| {
-            serde_json::json!({"component_type": ty, "stage": 1, "timeout": "10m",
-                "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "2m", "poll_timeout": "30m"}}})
-        };
-        let definition =
-            serde_json::json!({"version": "v1", "steps": [step("compute"), step("nvswitch")]});
-        self.client
-            .create_operation_rule(pb::CreateOperationRuleRequest {
-                name: "bench one-stage upgrade".into(),
-                description: String::new(),
-                operation_type: pb::OperationType::FirmwareControl as i32,
-                operation_code: "upgrade".into(),
-                rule_definition_json: definition.to_string(),
-                is_default: true,
-            })
-            .await
-            .expect("rule");
+        rackflow_testkit::flow::create_one_stage_firmware_rule(&mut self.client).await;
     }
 
     async fn create_run(&mut self, racks: &[String], max_concurrent: i32) -> pb::Uuid {

@@ -439,6 +439,33 @@ pub fn run_request(
     }
 }
 
+/// The benches' default firmware rule: one stage updating compute and
+/// NVLink switch trays in parallel, so a rack's hardware time is one
+/// firmware update.
+pub async fn create_one_stage_firmware_rule(client: &mut FlowClient<Channel>) {
+    let step = |ty: &str| {
+        format!(
+            r#"{{"component_type": "{ty}", "stage": 1, "timeout": "10m", "main_operation": {{"name": "FirmwareControl", "parameters": {{"poll_interval": "2m", "poll_timeout": "30m"}}}}}}"#
+        )
+    };
+    let definition = format!(
+        r#"{{"version": "v1", "steps": [{}, {}]}}"#,
+        step("compute"),
+        step("nvswitch")
+    );
+    client
+        .create_operation_rule(pb::CreateOperationRuleRequest {
+            name: "bench one-stage upgrade".into(),
+            description: String::new(),
+            operation_type: pb::OperationType::FirmwareControl as i32,
+            operation_code: "upgrade".into(),
+            rule_definition_json: definition,
+            is_default: true,
+        })
+        .await
+        .expect("rule");
+}
+
 /// The benches' rollout: every rack (by external id) in one phase, up to
 /// `max_concurrent` at once, stopping at the first failure, to firmware
 /// 2.0.0.
