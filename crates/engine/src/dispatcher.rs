@@ -483,22 +483,15 @@ impl Dispatcher {
         // The claimed targets sit on different racks, so their submissions
         // are independent: each goes in its own transaction, side by side,
         // so that the first child starts as soon as its own reads and
-        // insert are done. (One transaction for all of them — the store
-        // offers it — made every child of a wave wait for the slowest one's
-        // reads and the whole batch's commit; the wave then finished and
-        // refilled as one block, and the makespan bench's freed-slot time
-        // went up instead of down.)
+        // insert are done. (One transaction for all of them made every child
+        // of a wave wait for the slowest one's reads and the whole batch's
+        // commit; the wave then finished and refilled as one block, and the
+        // makespan bench's freed-slot time went up instead of down.)
         let mut submissions = tokio::task::JoinSet::new();
         for (index, ChildSubmission { target, request }) in claimed.into_iter().enumerate() {
             let tasks = Arc::clone(&self.tasks);
             submissions.spawn(async move {
-                let result = tasks
-                    .submit_children(vec![(request.into(), target.clone())])
-                    .await
-                    .pop()
-                    .unwrap_or_else(|| {
-                        Err(TaskError::Invalid("child submission produced no result".into()).into())
-                    });
+                let result = tasks.submit_child(request.into(), &target).await;
                 (index, target, result)
             });
         }
@@ -518,7 +511,7 @@ impl Dispatcher {
             let now = Utc::now();
             // The submission wrote the target with its new task already.
             let written = matches!(result, Ok((_, true)));
-            let result = result.map(|(ids, _)| ids);
+            let result = result.map(|(id, _)| vec![id]);
             let effect = match &result {
                 Ok(ids) => {
                     dispatch::on_submit_result(&mut target, SubmitResult::Tasks(ids), policy, now)

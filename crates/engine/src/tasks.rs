@@ -35,8 +35,7 @@ use rackflow_domain::task::{
 };
 use rackflow_domain::{ComponentType, ComponentsByType};
 use rackflow_store::{
-    ChildSubmit, Store, SubmitDecision, SubmitOutcome, SubmitReject, TaskStart, TaskTransition,
-    TaskUpdate,
+    Store, SubmitDecision, SubmitOutcome, SubmitReject, TaskStart, TaskTransition, TaskUpdate,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -174,10 +173,6 @@ impl PreparedTask {
         }
     }
 }
-
-/// One child's submission: its task ids and whether its target was
-/// written with it (not when the idempotency key found an existing task).
-pub type ChildResult = Result<(Vec<Uuid>, bool), EngineError>;
 
 /// The claimed target as stored once its child `task_id` exists.
 fn linked_target(claimed: &OperationRunTarget, task_id: Uuid) -> OperationRunTarget {
@@ -403,87 +398,26 @@ impl TaskManager {
         Ok(self.submitted(&prepared.task, submitted, false)?.0)
     }
 
-    /// Operation run targets' child tasks (§3.7), submitted together: each
-    /// is prepared (target, rule, applicability, capabilities) on its own,
-    /// then every prepared one is inserted — with its target written as
-    /// submitted — in one transaction ([`Store::task_submit_children`]).
-    /// Results in the order given: the task ids and whether the target was
-    /// written (not when the idempotency key found an existing task).
-    pub async fn submit_children(
+    /// An operation run target's child task (§3.7): prepared (target, rule,
+    /// applicability, capabilities), then inserted with `claimed` written as
+    /// submitted in the same transaction
+    /// ([`Store::task_submit_for_target`]). Returns the task id and whether
+    /// the target was written (not when the idempotency key found an
+    /// existing task).
+    pub async fn submit_child(
         self: &Arc<Self>,
-        children: Vec<(SubmitRequest, OperationRunTarget)>,
-    ) -> Vec<ChildResult> {
-        let prepared = crate::executor::join_all(
-            children
-                .iter()
-                .map(|(req, _)| self.prepare_child(req))
-                .collect(),
-        )
-        .await;
-        let mut results: Vec<Option<ChildResult>> = children.iter().map(|_| None).collect();
-        let mut ready = Vec::new();
-        for (index, prepared) in prepared.into_iter().enumerate() {
-            match prepared {
-                Ok(prepared) => {
-                    self.cancel_token(prepared.task.id);
-                    let linked = linked_target(&children[index].1, prepared.task.id);
-                    ready.push((index, prepared, linked));
-                }
-                Err(e) => results[index] = Some(Err(e.into())),
-            }
-        }
-        if !ready.is_empty() {
-            let deciders: Vec<_> = ready
-                .iter()
-                .map(|(_, prepared, _)| move |unfinished: &[Task]| prepared.decide(unfinished))
-                .collect();
-            let batch: Vec<ChildSubmit<'_>> = ready
-                .iter()
-                .zip(&deciders)
-                .map(|((_, prepared, linked), decide)| ChildSubmit {
-                    task: &prepared.task,
-                    decide,
-                    target: linked,
-                })
-                .collect();
-            let outcomes = self.store.task_submit_children(&batch).await;
-            drop(batch);
-            match outcomes {
-                Ok(outcomes) => {
-                    for ((index, prepared, _), outcome) in ready.iter().zip(outcomes) {
-                        results[*index] = Some(
-                            self.submitted(&prepared.task, outcome, true)
-                                .map(|(id, written)| (vec![id], written))
-                                .map_err(EngineError::from),
-                        );
-                    }
-                }
-                Err(e) => {
-                    let unavailable = e.is_unavailable();
-                    let text = e.to_string();
-                    for (index, prepared, _) in &ready {
-                        self.forget_cancel_token(prepared.task.id);
-                        results[*index] = Some(Err(if unavailable {
-                            TaskError::Lookup {
-                                kind: LookupKind::Unavailable,
-                                message: text.clone(),
-                            }
-                        } else {
-                            TaskError::Invalid(text.clone())
-                        }
-                        .into()));
-                    }
-                }
-            }
-        }
-        results
-            .into_iter()
-            .map(|r| {
-                r.unwrap_or_else(|| {
-                    Err(TaskError::Invalid("child submission produced no result".into()).into())
-                })
-            })
-            .collect()
+        req: SubmitRequest,
+        claimed: &OperationRunTarget,
+    ) -> Result<(Uuid, bool), EngineError> {
+        let prepared = self.prepare_child(&req).await?;
+        self.cancel_token(prepared.task.id);
+        let linked = linked_target(claimed, prepared.task.id);
+        let decide = |unfinished: &[Task]| prepared.decide(unfinished);
+        let submitted = self
+            .store
+            .task_submit_for_target(&prepared.task, &decide, &linked)
+            .await;
+        Ok(self.submitted(&prepared.task, submitted, true)?)
     }
 
     /// A run target's child up to its submission transaction: the request

@@ -358,11 +358,13 @@ impl<B: Backend> Store for B {
         tasks::task_submit(self, task, decide, None).await
     }
 
-    async fn task_submit_children(
+    async fn task_submit_for_target(
         &self,
-        children: &[crate::ChildSubmit<'_>],
-    ) -> StoreResult<Vec<StoreResult<SubmitOutcome>>> {
-        tasks::task_submit_children(self, children).await
+        task: &Task,
+        decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
+        target: &OperationRunTarget,
+    ) -> StoreResult<SubmitOutcome> {
+        tasks::task_submit(self, task, decide, Some(target)).await
     }
 
     async fn task_promote(

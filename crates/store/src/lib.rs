@@ -123,14 +123,6 @@ pub struct TaskStart {
     pub lease: TaskLease,
 }
 
-/// One child of [`Store::task_submit_children`].
-pub struct ChildSubmit<'a> {
-    pub task: &'a Task,
-    pub decide: &'a (dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
-    /// The claimed target as it must be stored once its child exists.
-    pub target: &'a OperationRunTarget,
-}
-
 /// A replica's claim on a running task: who executes it, and until when the
 /// claim holds unless the owner renews it. Another replica adopts the task
 /// only once `expires_at` has passed (clustered execution, issue 11).
@@ -461,18 +453,17 @@ pub trait Store: Send + Sync + 'static {
         decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
     ) -> StoreResult<SubmitOutcome>;
 
-    /// [`Store::task_submit`] of operation run targets' child tasks, all in
-    /// one transaction (a dispatcher attempt's claims commit once, not once
-    /// each): when a child is inserted, its `target` (as the dispatcher
-    /// wants it once its child exists) is written with it, `updated_at`
-    /// stamped by the store; an existing or rejected child leaves its
-    /// target alone. Children fail one by one (each in a savepoint), in the
-    /// order given; the outer error is the transaction's own (begin,
-    /// commit), when no child was written.
-    async fn task_submit_children(
+    /// [`Store::task_submit`] of an operation run target's child task: when
+    /// the task is inserted, `target` (as the dispatcher wants it once its
+    /// child exists) is written in the same transaction, `updated_at`
+    /// stamped by the store. Nothing else differs; an existing or rejected
+    /// task leaves the target alone.
+    async fn task_submit_for_target(
         &self,
-        children: &[ChildSubmit<'_>],
-    ) -> StoreResult<Vec<StoreResult<SubmitOutcome>>>;
+        task: &Task,
+        decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
+        target: &OperationRunTarget,
+    ) -> StoreResult<SubmitOutcome>;
 
     /// Under the same per-rack serialisation as [`Store::task_submit`]:
     /// gives the rack's unfinished tasks (oldest first) to `decide` and

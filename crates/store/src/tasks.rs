@@ -209,62 +209,6 @@ pub(crate) async fn task_submit<'d, B: Backend>(
     }
 }
 
-/// See [`crate::Store::task_submit_children`]: one transaction, each child
-/// inside a savepoint of its own, racks locked in id order (two batches
-/// never wait on each other in a cycle).
-pub(crate) async fn task_submit_children<B: Backend>(
-    backend: &B,
-    children: &[crate::ChildSubmit<'_>],
-) -> StoreResult<Vec<StoreResult<SubmitOutcome>>> {
-    if let [child] = children {
-        return Ok(vec![
-            task_submit(backend, child.task, child.decide, Some(child.target)).await,
-        ]);
-    }
-    let mut order: Vec<usize> = (0..children.len()).collect();
-    order.sort_by_key(|&i| (children[i].task.rack_id, i));
-    let mut results: Vec<Option<StoreResult<SubmitOutcome>>> =
-        children.iter().map(|_| None).collect();
-    let mut tx = backend.begin().await?;
-    for i in order {
-        let child = &children[i];
-        tx.execute(Sql::new("SAVEPOINT child_submission")).await?;
-        let result =
-            match submit_in_tx::<B>(&mut tx, child.task, child.decide, Some(child.target)).await {
-                Ok(outcome) => Ok(outcome),
-                Err(failure) => {
-                    tx.execute(Sql::new("ROLLBACK TO SAVEPOINT child_submission"))
-                        .await?;
-                    match failure {
-                        SubmitFailure::Store(e) => Err(e),
-                        SubmitFailure::Insert(e) => {
-                            let existing = match lost_key_race(child.task, &e) {
-                                Some(key) => first_task(&tx.fetch_all(by_key_sql(key)).await?)?,
-                                None => None,
-                            };
-                            submit_error(child.task, e, existing)
-                        }
-                    }
-                }
-            };
-        tx.execute(Sql::new("RELEASE SAVEPOINT child_submission"))
-            .await?;
-        results[i] = Some(result);
-    }
-    tx.commit().await?;
-    Ok(results
-        .into_iter()
-        .map(|r| {
-            r.unwrap_or_else(|| {
-                Err(StoreError::Decode {
-                    what: "child submission",
-                    detail: "no result recorded".into(),
-                })
-            })
-        })
-        .collect())
-}
-
 /// Why one submission inside a transaction wrote nothing.
 enum SubmitFailure {
     /// A read or the target write failed, or the rack does not exist.

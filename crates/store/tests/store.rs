@@ -37,9 +37,9 @@ use rackflow_domain::run::{
 use rackflow_domain::target::{ComponentFilter, RackIdentifier, RackTarget, TargetSpec};
 use rackflow_domain::task::{QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages};
 use rackflow_store::{
-    ChildSubmit, ComponentFilterQuery, ComponentPatch, DbTarget, LockMode, PgStore, RackFilter,
-    RunLock, SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject,
-    TaskFilter, TaskLease, TaskStart, TaskTransition, TaskUpdate, open_store,
+    ComponentFilterQuery, ComponentPatch, DbTarget, LockMode, PgStore, RackFilter, RunLock,
+    SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject, TaskFilter,
+    TaskLease, TaskStart, TaskTransition, TaskUpdate, open_store,
 };
 use rackflow_testkit::db::TestDatabase;
 use uuid::Uuid;
@@ -165,7 +165,7 @@ macro_rules! both_dialects {
 
 both_dialects!(
     run_lock_apply_loads_pending_targets_up_to_the_claim_window,
-    task_submit_children_commits_together_and_fails_one_by_one,
+    task_submit_for_target_writes_the_target_only_with_a_new_task,
     task_leases_renew_adopt_and_fence,
     task_cancel_announcements_reach_listeners,
     task_submit_inserts_started_tasks,
@@ -2575,11 +2575,10 @@ async fn insert_running(store: &dyn Store, t: &Task, lease: TaskLease) -> Task {
     }
 }
 
-/// A dispatcher attempt's children in one transaction: each child's
-/// outcome is its own (inserted with its target written, rejected, an
-/// existing task under its key, a missing rack), and only the inserted
-/// child's target changes.
-async fn task_submit_children_commits_together_and_fails_one_by_one(db: &Db) {
+/// A run target's child: inserted, its target is written with it; rejected,
+/// an existing task under its key, or a missing rack, the target is left as
+/// the claim left it.
+async fn task_submit_for_target_writes_the_target_only_with_a_new_task(db: &Db) {
     let store = db.store();
     for n in [0xA001, 0xA002, 0xA003] {
         store
@@ -2616,30 +2615,20 @@ async fn task_submit_children_commits_together_and_fails_one_by_one(db: &Db) {
         linked(&targets[2], orphan.id),
         linked(&targets[0], again.id),
     ];
-    let children = [
-        ChildSubmit {
-            task: &inserted,
-            decide: &insert,
-            target: &links[0],
-        },
-        ChildSubmit {
-            task: &rejected,
-            decide: &reject,
-            target: &links[1],
-        },
-        ChildSubmit {
-            task: &orphan,
-            decide: &insert,
-            target: &links[2],
-        },
-        ChildSubmit {
-            task: &again,
-            decide: &insert,
-            target: &links[3],
-        },
+    let results = [
+        store
+            .task_submit_for_target(&inserted, &insert, &links[0])
+            .await,
+        store
+            .task_submit_for_target(&rejected, &reject, &links[1])
+            .await,
+        store
+            .task_submit_for_target(&orphan, &insert, &links[2])
+            .await,
+        store
+            .task_submit_for_target(&again, &insert, &links[3])
+            .await,
     ];
-    let results = store.task_submit_children(&children).await.unwrap();
-    assert_eq!(results.len(), 4);
     assert!(matches!(&results[0], Ok(SubmitOutcome::Inserted(t)) if t.id == inserted.id));
     assert!(matches!(
         &results[1],

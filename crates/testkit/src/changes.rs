@@ -312,11 +312,16 @@ impl Store for ObservedStore {
         result
     }
 
-    async fn task_submit_children(
+    async fn task_submit_for_target(
         &self,
-        children: &[rackflow_store::ChildSubmit<'_>],
-    ) -> StoreResult<Vec<StoreResult<SubmitOutcome>>> {
-        let result = self.inner.task_submit_children(children).await;
+        task: &Task,
+        decide: &(dyn for<'t> Fn(&'t [Task]) -> SubmitDecision + Send + Sync),
+        target: &OperationRunTarget,
+    ) -> StoreResult<SubmitOutcome> {
+        let result = self
+            .inner
+            .task_submit_for_target(task, decide, target)
+            .await;
         self.changed();
         result
     }
