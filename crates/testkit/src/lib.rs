@@ -23,6 +23,8 @@
 //!   start again ([`pg_instance::PgInstance`]), and a fresh database on a
 //!   given server ([`pg_instance::PgDatabase`]).
 //! - [`redfish`]: the Redfish emulator (sushy-tools) and a file server.
+//! - [`temporal`]: a Temporal development server a test may stop and start
+//!   again ([`temporal::TemporalDevServer`]).
 
 pub mod changes;
 pub mod db;
@@ -30,6 +32,7 @@ pub mod flow;
 pub mod pg_instance;
 pub mod redfish;
 pub mod rms;
+pub mod temporal;
 pub mod wait;
 
 pub use db::Backend;

@@ -40,6 +40,8 @@
 
 mod step;
 
+pub use step::{ActionError, Retry};
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -84,6 +86,37 @@ pub struct TaskJob {
     pub resume_from: Option<Report>,
 }
 
+/// One attempt of one action of a task on one batch, run outside a local
+/// execution: a durable executor's activity (the Temporal executor runs the
+/// stages and steps as workflow code and each such attempt as an activity).
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptSpec<'a> {
+    pub task_id: Uuid,
+    pub information: &'a TaskInformation,
+    /// Every targeted component of the task (VerifyReachability polls
+    /// other types than the step's).
+    pub components: &'a [ComponentRef],
+    pub stage: i32,
+    pub step: &'a SequenceStep,
+    /// Index into the step's actions: pre actions, main, post actions.
+    pub action_index: usize,
+    /// The batch of the step's components (ignored by actions that run
+    /// once per step).
+    pub batch: &'a [ComponentRef],
+    /// Read the firmware status first and only poll components whose
+    /// update is already accepted (a retry after a lost attempt).
+    pub resume: bool,
+}
+
+/// Discards report snapshots: an attempt run for a durable executor
+/// reports through its workflow, not through a sink.
+struct NoReport;
+
+#[async_trait]
+impl ReportSink for NoReport {
+    async fn report(&self, _task_id: Uuid, _report: &Report) {}
+}
+
 /// How an execution ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskOutcome {
@@ -113,6 +146,20 @@ impl Default for ExecutorConfig {
     }
 }
 
+impl ExecutorConfig {
+    /// The per-attempt bound of `step`: its timeout, else the default.
+    pub fn step_timeout(&self, step: &SequenceStep) -> Duration {
+        step.timeout
+            .filter(|d| !d.is_zero())
+            .unwrap_or(self.default_step_timeout)
+    }
+
+    /// The retry policy of `step` with the defaults applied.
+    pub fn retry(&self, step: &SequenceStep) -> Retry {
+        Retry::new(step.retry.as_ref(), &self.default_retry)
+    }
+}
+
 /// Runs tasks in-process. Cheap to share (`Arc`); runs are independent.
 #[derive(Debug, Clone)]
 pub struct LocalExecutor {
@@ -121,7 +168,7 @@ pub struct LocalExecutor {
 }
 
 /// Targeted components by type, in the job's order.
-type Targets = BTreeMap<ComponentType, Vec<ComponentRef>>;
+pub type Targets = BTreeMap<ComponentType, Vec<ComponentRef>>;
 
 /// The report and the sink it is pushed to. Snapshots are published in
 /// change order: the async lock serialises "change, clone, push" so a slow
@@ -246,8 +293,45 @@ impl LocalExecutor {
     }
 }
 
-/// The report to start from, and the stage being resumed (if any).
-fn starting_report(job: &TaskJob, targets: &Targets) -> (Report, Option<i32>) {
+impl LocalExecutor {
+    /// Runs one attempt (see [`AttemptSpec`]) with the local executor's
+    /// semantics and error texts; retries are the caller's.
+    pub async fn attempt(&self, spec: AttemptSpec<'_>) -> Result<(), ActionError> {
+        let targets = group(spec.components);
+        let reporter = Reporter {
+            task_id: spec.task_id,
+            sink: Arc::new(NoReport),
+            // No stages: progress updates of the attempt change nothing.
+            report: Mutex::new(Report {
+                version: 1,
+                stages: Vec::new(),
+                error: None,
+            }),
+            publish: tokio::sync::Mutex::new(()),
+        };
+        let ctx = RunContext {
+            registry: &self.registry,
+            config: &self.config,
+            information: spec.information,
+            targets: &targets,
+            reporter: &reporter,
+        };
+        step::run_attempt(
+            &ctx,
+            spec.stage,
+            spec.step,
+            spec.action_index,
+            spec.batch,
+            spec.resume,
+        )
+        .await
+    }
+}
+
+/// The report to start from, and the stage being resumed (if any): a
+/// persisted report of the same definition keeps its finished stages and
+/// steps; anything else starts fresh.
+pub fn starting_report(job: &TaskJob, targets: &Targets) -> (Report, Option<i32>) {
     let counts = targets.iter().map(|(ty, c)| (*ty, c.len())).collect();
     let fresh = Report::initial(&job.definition, &counts);
     let Some(previous) = &job.resume_from else {
@@ -275,7 +359,7 @@ fn starting_report(job: &TaskJob, targets: &Targets) -> (Report, Option<i32>) {
 }
 
 /// Groups components by type, keeping the job's order within a type.
-fn group(components: &[ComponentRef]) -> Targets {
+pub fn group(components: &[ComponentRef]) -> Targets {
     let mut targets = Targets::new();
     for c in components {
         targets.entry(c.component_type).or_default().push(c.clone());

@@ -18,10 +18,13 @@ use crate::manager::{
 };
 
 /// Why an attempt failed, and whether another attempt may help.
-#[derive(Debug)]
-struct ActionError {
-    message: String,
-    retryable: bool,
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ActionError {
+    pub message: String,
+    /// False for a configuration problem: the same attempt would fail the
+    /// same way.
+    pub retryable: bool,
 }
 
 impl ActionError {
@@ -51,15 +54,16 @@ impl From<ManagerError> for ActionError {
 }
 
 /// The step's retry policy with the reference's defaults applied.
-struct Retry {
-    max_attempts: u32,
-    initial: Duration,
-    coefficient: f64,
-    max_interval: Duration,
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retry {
+    pub max_attempts: u32,
+    pub initial: Duration,
+    pub coefficient: f64,
+    pub max_interval: Duration,
 }
 
 impl Retry {
-    fn new(policy: Option<&RetryPolicy>, default: &RetryPolicy) -> Retry {
+    pub fn new(policy: Option<&RetryPolicy>, default: &RetryPolicy) -> Retry {
         let policy = policy.unwrap_or(default);
         let initial = if policy.initial_interval.is_zero() {
             Duration::from_secs(1)
@@ -114,10 +118,7 @@ pub(super) async fn run_step(
         step,
         components,
         retry: Retry::new(step.retry.as_ref(), &ctx.config.default_retry),
-        step_timeout: step
-            .timeout
-            .filter(|d| !d.is_zero())
-            .unwrap_or(ctx.config.default_step_timeout),
+        step_timeout: step_timeout(step, ctx),
     };
     run.update(|s, now| s.start(now)).await;
     let result = run.actions(resuming).await;
@@ -131,7 +132,62 @@ pub(super) async fn run_step(
     result
 }
 
+/// One attempt of action `action_index` (pre actions, then main, then
+/// post) of `step` on `batch`, bound by the step's timeout with the local
+/// executor's error text: what a durable executor's activity runs. The
+/// caller owns retries and reporting.
+pub(super) async fn run_attempt(
+    ctx: &RunContext<'_>,
+    stage: i32,
+    step: &SequenceStep,
+    action_index: usize,
+    batch: &[ComponentRef],
+    resume: bool,
+) -> Result<(), ActionError> {
+    let ty = step.component_type;
+    let Some(config) = step.actions().nth(action_index) else {
+        return Err(ActionError::permanent(format!(
+            "stage {stage} component type {ty} has no action {action_index}"
+        )));
+    };
+    let action = config
+        .action()
+        .map_err(|e| ActionError::permanent(e.to_string()))?;
+    let components = ctx.targets.get(&ty).map_or(&[][..], Vec::as_slice);
+    let run = StepRun {
+        ctx,
+        stage,
+        step,
+        components,
+        retry: Retry::new(step.retry.as_ref(), &ctx.config.default_retry),
+        step_timeout: step_timeout(step, ctx),
+    };
+    let batch = if action.is_batched() {
+        batch
+    } else {
+        components
+    };
+    tokio::time::timeout(
+        run.step_timeout,
+        run.attempt(&action, config, batch, resume),
+    )
+    .await
+    .unwrap_or_else(|_| Err(run.timed_out()))
+}
+
+fn step_timeout(step: &SequenceStep, ctx: &RunContext<'_>) -> Duration {
+    ctx.config.step_timeout(step)
+}
+
 impl StepRun<'_, '_> {
+    fn timed_out(&self) -> ActionError {
+        ActionError::retryable(format!(
+            "{} step timed out after {}",
+            self.step.component_type,
+            format_go_duration(self.step_timeout)
+        ))
+    }
+
     async fn update(
         &self,
         change: impl FnOnce(&mut rackflow_domain::report::StepReport, DateTime<Utc>),
@@ -209,13 +265,7 @@ impl StepRun<'_, '_> {
                 self.attempt(action, config, batch, first_after_resume),
             )
             .await
-            .unwrap_or_else(|_| {
-                Err(ActionError::retryable(format!(
-                    "{} step timed out after {}",
-                    self.step.component_type,
-                    format_go_duration(self.step_timeout)
-                )))
-            });
+            .unwrap_or_else(|_| Err(self.timed_out()));
             match result {
                 Ok(()) => return Ok(()),
                 Err(e) if !e.retryable || attempt >= self.retry.max_attempts => {

