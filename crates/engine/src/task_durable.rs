@@ -207,6 +207,17 @@ impl TaskManager {
         Ok(count)
     }
 
+    /// Whether the task is still running: an action attempt checks before
+    /// touching hardware (a cancel whose workflow cancellation has not
+    /// arrived yet must not let a new attempt start).
+    pub async fn durable_still_running(&self, task_id: Uuid) -> Result<bool, TaskError> {
+        Ok(self
+            .store
+            .task_get(task_id)
+            .await?
+            .is_some_and(|t| t.status == TaskStatus::Running))
+    }
+
     /// Persists a report snapshot of a durable execution. `Ok(false)`: the
     /// task is no longer running (cancelled) and the execution should stop.
     pub async fn durable_report(&self, task_id: Uuid, report: &Report) -> Result<bool, TaskError> {

@@ -111,6 +111,11 @@ impl TaskActivities {
                 batch: &input.batch,
                 resume,
             };
+            // A cancelled task starts no new attempt; an unreachable
+            // database does not stop one the workflow scheduled.
+            if let Ok(false) = manager.durable_still_running(spec.task_id).await {
+                return None;
+            }
             let executor = Arc::clone(manager.local_executor());
             tokio::select! {
                 biased;
