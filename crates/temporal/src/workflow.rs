@@ -12,7 +12,8 @@
 //! activity, one at a time and newest first; a save that finds the task no
 //! longer running stops the workflow as cancelled (the backstop of a cancel
 //! Temporal never delivered). The outcome and the last report are recorded
-//! by [`TaskActivities::finish`], retried until the database answers.
+//! by [`TaskActivities::finish`], a local activity retried until the
+//! database answers.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -225,10 +226,13 @@ impl Run<'_> {
         }
     }
 
-    /// Records the outcome with the last report; not cancellable, retried
-    /// until the database answers.
+    /// Records the outcome with the last report: a local activity (no
+    /// server round trip of its own — it runs in the workflow task that
+    /// ends the stages), not cancellable, retried until the database
+    /// answers.
     async fn finish(&self, outcome: Outcome, message: &str) -> Result<(), ActivityExecutionError> {
-        let options = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(30))
+        let options = LocalActivityOptions::builder()
+            .start_to_close_timeout(Duration::from_secs(30))
             .retry_policy(
                 RetryPolicy::builder()
                     .initial_interval(Duration::from_secs(1))
@@ -239,7 +243,7 @@ impl Run<'_> {
             .cancellation_token(WorkflowCancellationToken::new())
             .build();
         self.ctx
-            .execute_activity(
+            .execute_local_activity(
                 TaskActivities::finish,
                 FinishInput {
                     task_id: self.input.task_id,
