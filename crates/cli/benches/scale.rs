@@ -580,6 +580,7 @@ fn temporal() {
         task_queue: String::new(),
         heartbeat_timeout: Duration::from_secs(10),
         sticky_timeout: Duration::from_secs(3),
+        max_concurrent_activities: 1000,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

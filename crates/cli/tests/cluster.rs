@@ -42,13 +42,11 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use common::sim_log::{SimLog, rack_of};
 use common::{ServeProcess, create_fast_default_rule, free_addr, import_generated_fleet, rackflow};
-use rackflow_api::sim::v1::sim_admin_client::SimAdminClient;
-use rackflow_api::sim::v1::{CallLogEntry, GetCallLogRequest};
 use rackflow_testkit::pg_instance::{PgDatabase, PgInstance, shared_server_url};
 use rackflow_testkit::wait::wait_until_blocking;
 use serde_json::Value;
-use tonic::transport::Channel;
 
 /// `[tasks] lease_secs` of every replica.
 const LEASE_SECS: u64 = 3;
@@ -89,127 +87,6 @@ power_ms = 10
 jitter = 0.0
 "
     )
-}
-
-// ---------------------------------------------------------------------------
-// The simulated hardware's call log of one replica.
-
-/// A replica's sim call log, read incrementally (`after_sequence`) and kept
-/// whole here: a gap in the sequence numbers (the sim's bounded log dropped
-/// entries between two reads) fails the test.
-struct SimLog {
-    name: &'static str,
-    addr: SocketAddr,
-    runtime: tokio::runtime::Runtime,
-    client: Option<SimAdminClient<Channel>>,
-    last: u64,
-    entries: Vec<CallLogEntry>,
-    /// The process was killed: no more reads.
-    frozen: bool,
-}
-
-impl SimLog {
-    fn new(name: &'static str, addr: SocketAddr) -> SimLog {
-        SimLog {
-            name,
-            addr,
-            runtime: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap(),
-            client: None,
-            last: 0,
-            entries: Vec::new(),
-            frozen: false,
-        }
-    }
-
-    /// Reads the entries after the last one read.
-    fn refresh(&mut self) {
-        if self.frozen {
-            return;
-        }
-        let addr = self.addr;
-        let after = self.last;
-        let name = self.name;
-        let client = self.client.take();
-        let (client, new) = self.runtime.block_on(async move {
-            let mut client = match client {
-                Some(c) => c,
-                None => SimAdminClient::connect(format!("http://{addr}"))
-                    .await
-                    .unwrap_or_else(|e| panic!("connect to SimAdmin of replica {name}: {e}")),
-            };
-            let entries = client
-                .get_call_log(GetCallLogRequest {
-                    after_sequence: after,
-                })
-                .await
-                .unwrap_or_else(|e| panic!("GetCallLog of replica {name}: {e}"))
-                .into_inner()
-                .entries;
-            (client, entries)
-        });
-        self.client = Some(client);
-        if let Some(first) = new.first() {
-            assert_eq!(
-                first.sequence,
-                self.last + 1,
-                "the sim call log of replica {name} dropped entries between two reads \
-                 (read up to {}, next is {}): read it more often",
-                self.last,
-                first.sequence
-            );
-            self.last = new.last().unwrap().sequence;
-        }
-        self.entries.extend(new);
-    }
-
-    /// The process is about to be killed: nothing more will be read.
-    fn freeze(&mut self) {
-        self.refresh();
-        self.frozen = true;
-    }
-
-    /// `firmware_start` entries after sequence `after`.
-    fn firmware_starts_after(&self, after: u64) -> impl Iterator<Item = &CallLogEntry> {
-        self.entries
-            .iter()
-            .filter(move |e| e.sequence > after && e.call == "firmware_start")
-    }
-
-    /// Firmware starts per component.
-    fn firmware_starts(&self) -> BTreeMap<String, usize> {
-        let mut counts = BTreeMap::new();
-        for entry in self.firmware_starts_after(0) {
-            for component in &entry.components {
-                *counts.entry(component.clone()).or_insert(0) += 1;
-            }
-        }
-        counts
-    }
-
-    /// Racks (component id prefix `r-NNNN`) with a firmware start.
-    fn racks_started(&self) -> BTreeSet<String> {
-        self.firmware_starts().keys().map(|c| rack_of(c)).collect()
-    }
-
-    fn summary(&self) -> String {
-        let starts: usize = self.firmware_starts().values().sum();
-        format!(
-            "replica {}: {} calls read{}, {} component firmware starts on racks {:?}",
-            self.name,
-            self.entries.len(),
-            if self.frozen { " (killed)" } else { "" },
-            starts,
-            self.racks_started()
-        )
-    }
-}
-
-/// `r-0003` of `r-0003-compute-07`.
-fn rack_of(component: &str) -> String {
-    component.get(..6).unwrap_or(component).to_string()
 }
 
 /// Components of the generated fleet the firmware rule updates.

@@ -46,16 +46,14 @@ mod temporal {
     use std::sync::{Mutex, MutexGuard};
     use std::time::{Duration, Instant};
 
-    use rackflow_api::sim::v1::sim_admin_client::SimAdminClient;
-    use rackflow_api::sim::v1::{CallLogEntry, GetCallLogRequest};
     use rackflow_testkit::pg_instance::{PgDatabase, shared_server_url};
     use rackflow_testkit::temporal::TemporalDevServer;
     use rackflow_testkit::wait::wait_until_blocking;
     use serde_json::Value;
-    use tonic::transport::Channel;
 
+    use super::common::sim_log::SimLog;
     use super::common::{
-        ServeProcess, free_addr, import_generated_fleet, path_str, rackflow, temp_path,
+        ServeProcess, create_fast_default_rule_with, free_addr, import_generated_fleet, rackflow,
     };
 
     static SERIAL: Mutex<()> = Mutex::new(());
@@ -98,119 +96,10 @@ jitter = 0.0
     }
 
     /// The fast two-stage firmware rule (compute trays, then NVLink switch
-    /// trays), with the retries an operator would configure: a lost worker
+    /// trays) with the retries an operator would configure: a lost worker
     /// costs an attempt.
     fn create_rule(s: Option<SocketAddr>) {
-        let rule = r"version: v1
-steps:
-  - component_type: compute
-    stage: 1
-    timeout: 5m
-    retry: {max_attempts: 3, initial_interval: 1s}
-    main_operation: {name: FirmwareControl, parameters: {poll_interval: 100ms, poll_timeout: 5m}}
-  - component_type: nvswitch
-    stage: 2
-    timeout: 5m
-    retry: {max_attempts: 3, initial_interval: 1s}
-    main_operation: {name: FirmwareControl, parameters: {poll_interval: 100ms, poll_timeout: 5m}}
-";
-        let file = temp_path("rule.yaml");
-        std::fs::write(&file, rule).unwrap();
-        rackflow(
-            s,
-            &[
-                "rule",
-                "create",
-                "--name",
-                "fast-firmware",
-                "--type",
-                "firmware_control",
-                "--code",
-                "upgrade",
-                "--definition",
-                path_str(&file),
-                "--default",
-            ],
-        )
-        .ok();
-        std::fs::remove_file(&file).ok();
-    }
-
-    /// A replica's sim call log, read incrementally.
-    struct SimLog {
-        name: &'static str,
-        addr: SocketAddr,
-        runtime: tokio::runtime::Runtime,
-        client: Option<SimAdminClient<Channel>>,
-        last: u64,
-        entries: Vec<CallLogEntry>,
-    }
-
-    impl SimLog {
-        fn new(name: &'static str, addr: SocketAddr) -> SimLog {
-            SimLog {
-                name,
-                addr,
-                runtime: tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap(),
-                client: None,
-                last: 0,
-                entries: Vec::new(),
-            }
-        }
-
-        fn refresh(&mut self) {
-            let (addr, after, name) = (self.addr, self.last, self.name);
-            let client = self.client.take();
-            let (client, new) = self.runtime.block_on(async move {
-                let mut client = match client {
-                    Some(c) => c,
-                    None => SimAdminClient::connect(format!("http://{addr}"))
-                        .await
-                        .unwrap_or_else(|e| panic!("connect to SimAdmin of {name}: {e}")),
-                };
-                let entries = client
-                    .get_call_log(GetCallLogRequest {
-                        after_sequence: after,
-                    })
-                    .await
-                    .unwrap_or_else(|e| panic!("GetCallLog of {name}: {e}"))
-                    .into_inner()
-                    .entries;
-                (client, entries)
-            });
-            self.client = Some(client);
-            if let Some(first) = new.first() {
-                assert_eq!(
-                    first.sequence,
-                    self.last + 1,
-                    "{name}: the sim log dropped entries"
-                );
-                self.last = new.last().unwrap().sequence;
-            }
-            self.entries.extend(new);
-        }
-
-        /// Firmware starts per component.
-        fn firmware_starts(&self) -> BTreeMap<String, usize> {
-            let mut counts = BTreeMap::new();
-            for entry in self.entries.iter().filter(|e| e.call == "firmware_start") {
-                for component in &entry.components {
-                    *counts.entry(component.clone()).or_insert(0) += 1;
-                }
-            }
-            counts
-        }
-
-        fn starts_of_type(&self, ty: &str) -> usize {
-            self.entries
-                .iter()
-                .filter(|e| e.call == "firmware_start" && e.component_type == ty)
-                .map(|e| e.components.len())
-                .sum()
-        }
+        create_fast_default_rule_with(s, "100ms", 3);
     }
 
     /// Components of the generated fleet of `types`.

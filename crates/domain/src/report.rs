@@ -190,6 +190,24 @@ impl Report {
     pub fn set_error(&mut self, error: &str) {
         self.error = Some(truncate_error(error));
     }
+
+    /// An execution stopped from outside (a cancel): the running stage and
+    /// its running steps fail with `error`, which becomes the task's error;
+    /// pending stages stay pending.
+    pub fn interrupt(&mut self, error: &str, now: DateTime<Utc>) {
+        for stage in &mut self.stages {
+            if stage.status != ReportStatus::Running {
+                continue;
+            }
+            for step in &mut stage.steps {
+                if step.status == ReportStatus::Running {
+                    step.fail(error, now);
+                }
+            }
+            stage.fail(error, now);
+        }
+        self.set_error(error);
+    }
 }
 
 impl StageReport {
@@ -296,6 +314,28 @@ mod tests {
                 step(ComponentType::NvSwitch, 2),
             ],
         }
+    }
+
+    #[test]
+    fn an_interrupt_fails_only_what_was_running() {
+        let now = Utc::now();
+        let targets = BTreeMap::from([(ComponentType::Compute, 4), (ComponentType::PowerShelf, 2)]);
+        let mut report = Report::initial(&definition(), &targets);
+        report.stages[0].complete(now);
+        report.stages[1].start(now);
+        report.stages[1].steps[0].start(now);
+        report.interrupt("cancelled", now);
+        assert_eq!(report.error.as_deref(), Some("cancelled"));
+        assert_eq!(report.stages[0].status, ReportStatus::Completed);
+        assert_eq!(report.stages[1].status, ReportStatus::Failed);
+        assert_eq!(report.stages[1].error.as_deref(), Some("cancelled"));
+        assert_eq!(report.stages[1].steps[0].status, ReportStatus::Failed);
+        assert_eq!(
+            report.stages[1].steps[0].error.as_deref(),
+            Some("cancelled")
+        );
+        // The untargeted step stays skipped.
+        assert_eq!(report.stages[1].steps[1].status, ReportStatus::Skipped);
     }
 
     #[test]

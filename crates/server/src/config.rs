@@ -78,6 +78,9 @@ pub struct TemporalSection {
     /// Seconds a workflow task waits for the worker that last ran the
     /// workflow before any worker may take it (after a worker crash).
     pub sticky_timeout_secs: u64,
+    /// Action attempts this replica's worker runs at once (each mostly
+    /// waits on hardware).
+    pub max_concurrent_activities: usize,
 }
 
 impl Default for TemporalSection {
@@ -88,6 +91,7 @@ impl Default for TemporalSection {
             task_queue: DEFAULT_TEMPORAL_TASK_QUEUE.into(),
             heartbeat_timeout_secs: 10,
             sticky_timeout_secs: 3,
+            max_concurrent_activities: 1000,
         }
     }
 }
@@ -402,6 +406,15 @@ impl Config {
                     detail: format!(
                         "{} is out of range: between 1 and 3600 seconds",
                         t.heartbeat_timeout_secs
+                    ),
+                });
+            }
+            if !(1..=100_000).contains(&t.max_concurrent_activities) {
+                return Err(ConfigError::Invalid {
+                    key: "temporal.max_concurrent_activities",
+                    detail: format!(
+                        "{} is out of range: between 1 and 100000",
+                        t.max_concurrent_activities
                     ),
                 });
             }

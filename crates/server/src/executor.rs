@@ -49,6 +49,7 @@ fn settings(config: &Config) -> TemporalSettings {
         task_queue: t.task_queue.clone(),
         heartbeat_timeout: Duration::from_secs(t.heartbeat_timeout_secs),
         sticky_timeout: Duration::from_secs(t.sticky_timeout_secs),
+        max_concurrent_activities: t.max_concurrent_activities,
     }
 }
 
@@ -120,4 +121,5 @@ struct TemporalSettings {
     task_queue: String,
     heartbeat_timeout: Duration,
     sticky_timeout: Duration,
+    max_concurrent_activities: usize,
 }

@@ -29,6 +29,7 @@ use temporalio_client::{
     Client, ClientOptions, Connection, ConnectionOptions, WorkflowCancelOptions,
     WorkflowIdReusePolicy, WorkflowStartOptions,
 };
+use temporalio_sdk::runtime::worker_tuner::{FixedSizeSlotSupplier, TunerHolder};
 use temporalio_sdk::{Runtime, WorkerOptions};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
@@ -54,6 +55,11 @@ pub struct TemporalSettings {
     /// A workflow task sent to a worker that died is given to another
     /// after this long.
     pub sticky_timeout: Duration,
+    /// Action attempts (and local activities) this worker runs at once.
+    /// An attempt mostly waits on hardware (a firmware update takes
+    /// minutes), so this is far above the SDK's default of 100 — which
+    /// would cap one worker at 100 concurrent steps.
+    pub max_concurrent_activities: usize,
 }
 
 /// Why the Temporal executor could not be set up.
@@ -251,6 +257,20 @@ impl Worker {
     }
 }
 
+/// Slots of a worker: the SDK's 100 workflow tasks, `activities` action
+/// attempts and as many local activities (report saves, outcomes).
+fn tuner(activities: usize) -> TunerHolder {
+    TunerHolder::builder()
+        .workflow_task_slot_supplier(FixedSizeSlotSupplier::new(WORKFLOW_TASK_SLOTS))
+        .activity_task_slot_supplier(FixedSizeSlotSupplier::new(activities.max(1)))
+        .local_activity_task_slot_supplier(FixedSizeSlotSupplier::new(activities.max(1)))
+        .nexus_task_slot_supplier(FixedSizeSlotSupplier::new(1))
+        .build()
+}
+
+/// The SDK's default.
+const WORKFLOW_TASK_SLOTS: usize = 100;
+
 async fn run_worker(
     settings: TemporalSettings,
     manager: Arc<TaskManager>,
@@ -285,6 +305,7 @@ async fn run_worker(
             Ok(options) => options
                 .register_activities(activities)
                 .sticky_queue_schedule_to_start_timeout(settings.sticky_timeout)
+                .tuner(tuner(settings.max_concurrent_activities))
                 .build(),
             Err(e) => {
                 tracing::error!(error = %e, "task workflow not registered");
@@ -322,6 +343,7 @@ mod tests {
             task_queue: "q".into(),
             heartbeat_timeout: Duration::from_secs(10),
             sticky_timeout: Duration::from_secs(3),
+            max_concurrent_activities: 1000,
         }
     }
 

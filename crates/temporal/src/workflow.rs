@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
 use futures::future::{self, Either};
-use rackflow_domain::report::{Report, ReportStatus, StageReport};
+use rackflow_domain::report::{Report, StageReport};
 use rackflow_domain::rule::{Action, RetryPolicy as RuleRetry, RuleDefinition, SequenceStep};
 use rackflow_domain::task::TaskInformation;
 use rackflow_engine::executor::{self, CANCELLED, ExecutorConfig, NO_STEPS, Targets, TaskJob};
@@ -499,18 +499,7 @@ fn failure_message(error: &ActivityExecutionError) -> String {
 /// The running stage and steps fail with `cancelled`, as in the local
 /// executor.
 fn mark_cancelled(report: &mut Report, now: DateTime<Utc>) {
-    for stage in &mut report.stages {
-        if stage.status != ReportStatus::Running {
-            continue;
-        }
-        for step in &mut stage.steps {
-            if step.status == ReportStatus::Running {
-                step.fail(CANCELLED, now);
-            }
-        }
-        stage.fail(CANCELLED, now);
-    }
-    report.set_error(CANCELLED);
+    report.interrupt(CANCELLED, now);
 }
 
 #[cfg(test)]
@@ -562,31 +551,6 @@ mod tests {
         assert_eq!(sizes(2), [2, 2, 1]);
         assert_eq!(sizes(5), [5]);
         assert_eq!(sizes(9), [5]);
-    }
-
-    #[test]
-    fn a_cancelled_report_fails_only_what_was_running() {
-        let now = Utc::now();
-        let definition = RuleDefinition {
-            version: "v1".into(),
-            steps: vec![
-                step(0),
-                SequenceStep {
-                    stage: 2,
-                    ..step(0)
-                },
-            ],
-        };
-        let counts = [(ComponentType::Compute, 3)].into_iter().collect();
-        let mut report = Report::initial(&definition, &counts);
-        report.stages[0].start(now);
-        report.stages[0].steps[0].start(now);
-        mark_cancelled(&mut report, now);
-        assert_eq!(report.error.as_deref(), Some(CANCELLED));
-        assert_eq!(report.stages[0].status, ReportStatus::Failed);
-        assert_eq!(report.stages[0].steps[0].status, ReportStatus::Failed);
-        assert_eq!(report.stages[0].steps[0].error.as_deref(), Some(CANCELLED));
-        assert_eq!(report.stages[1].status, ReportStatus::Pending);
     }
 
     #[test]

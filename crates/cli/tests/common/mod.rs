@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod sim_log;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -226,22 +228,24 @@ pub fn postgres_config(config: &str, url: &str) -> String {
 
 /// A firmware-upgrade rule definition (YAML) like the built-in one —
 /// compute trays, then NVLink switch trays — but polling the simulated
-/// update every `poll` instead of every two minutes, without retries.
-pub fn fast_firmware_rule(poll: &str) -> String {
+/// update every `poll` instead of every two minutes, with `attempts`
+/// attempts per step.
+pub fn fast_firmware_rule(poll: &str, attempts: u32) -> String {
     r"version: v1
 steps:
   - component_type: compute
     stage: 1
     timeout: 5m
-    retry: {max_attempts: 1, initial_interval: 1s}
+    retry: {max_attempts: ATTEMPTS, initial_interval: 1s}
     main_operation: {name: FirmwareControl, parameters: {poll_interval: POLL, poll_timeout: 5m}}
   - component_type: nvswitch
     stage: 2
     timeout: 5m
-    retry: {max_attempts: 1, initial_interval: 1s}
+    retry: {max_attempts: ATTEMPTS, initial_interval: 1s}
     main_operation: {name: FirmwareControl, parameters: {poll_interval: POLL, poll_timeout: 5m}}
 "
     .replace("POLL", poll)
+    .replace("ATTEMPTS", &attempts.to_string())
 }
 
 /// Generates a fleet of `racks` racks and imports it through the binary.
@@ -271,10 +275,17 @@ pub fn import_generated_fleet(server: Option<SocketAddr>, racks: u32) -> Value {
     generated.json()
 }
 
-/// Makes [`fast_firmware_rule`] the default firmware-upgrade rule.
+/// Makes [`fast_firmware_rule`] without retries the default
+/// firmware-upgrade rule.
 pub fn create_fast_default_rule(server: Option<SocketAddr>, poll: &str) {
+    create_fast_default_rule_with(server, poll, 1);
+}
+
+/// Makes [`fast_firmware_rule`] with `attempts` per step the default
+/// firmware-upgrade rule.
+pub fn create_fast_default_rule_with(server: Option<SocketAddr>, poll: &str, attempts: u32) {
     let file = temp_path("rule.yaml");
-    std::fs::write(&file, fast_firmware_rule(poll)).expect("write rule file");
+    std::fs::write(&file, fast_firmware_rule(poll, attempts)).expect("write rule file");
     rackflow(
         server,
         &[

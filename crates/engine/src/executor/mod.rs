@@ -499,21 +499,7 @@ async fn failed(reporter: &Reporter, message: String) -> TaskOutcome {
 
 async fn cancelled(reporter: &Reporter) -> TaskOutcome {
     reporter
-        .update(|r| {
-            let now = Utc::now();
-            for stage in &mut r.stages {
-                if stage.status != ReportStatus::Running {
-                    continue;
-                }
-                for step in &mut stage.steps {
-                    if step.status == ReportStatus::Running {
-                        step.fail(CANCELLED, now);
-                    }
-                }
-                stage.fail(CANCELLED, now);
-            }
-            r.set_error(CANCELLED);
-        })
+        .update(|r| r.interrupt(CANCELLED, Utc::now()))
         .await;
     TaskOutcome::Cancelled
 }
