@@ -19,7 +19,8 @@
 //!   scripts/temporal-cli.sh); then Temporal's own floor on the same
 //!   server: 1,000 trivial workflows (one no-op activity), at most 100 at a
 //!   time, on two workers — rackflow's workflow rate (1,000 / makespan) is
-//!   printed as a ratio to it.
+//!   printed as a ratio to it; and where a task workflow's time goes, from
+//!   the histories of every tenth task (`temporal workflow show`).
 //!
 //! Each: 1,000 racks (2 compute trays + 1 NVLink switch tray each, imported
 //! over gRPC — not measured, its time is printed), a one-stage firmware rule
@@ -254,8 +255,8 @@ fn is_terminal(run: &pb::OperationRunSummary) -> bool {
 }
 
 /// One scale bench with `replicas` `rackflow serve` processes.
-/// Runs one scenario; returns its makespan.
-fn scale(name: &str, replicas: usize, extra_config: &str) -> Duration {
+/// Runs one scenario; returns its makespan and its targets' task ids.
+fn scale(name: &str, replicas: usize, extra_config: &str) -> (Duration, Vec<String>) {
     let names: [&'static str; 2] = ["A", "B"];
     let db = PgDatabase::create(&shared_server_url());
     let cfg = config(extra_config);
@@ -281,7 +282,7 @@ fn scale(name: &str, replicas: usize, extra_config: &str) -> Duration {
         .enable_all()
         .build()
         .expect("runtime");
-    let (problems, makespan) = runtime.block_on(async {
+    let (problems, makespan, task_ids) = runtime.block_on(async {
         let mut client = connect(addrs[0]).await;
         rackflow_testkit::flow::create_one_stage_firmware_rule(&mut client).await;
         let t = Instant::now();
@@ -522,7 +523,11 @@ fn scale(name: &str, replicas: usize, extra_config: &str) -> Duration {
              at {polled:.3} s)  ideal {ideal:.3} s  ratio {:.3}",
             makespan / ideal
         );
-        (problems, makespan)
+        let task_ids: Vec<String> = targets
+            .iter()
+            .filter_map(|t| t.task_id.as_ref().map(|u| u.id.clone()))
+            .collect();
+        (problems, makespan, task_ids)
     });
     for server in &servers {
         if std::env::var_os("RUST_LOG").is_some() {
@@ -535,7 +540,7 @@ fn scale(name: &str, replicas: usize, extra_config: &str) -> Duration {
     drop(servers);
     drop(db);
     assert!(problems.is_empty(), "scale {name}: {}", problems.join("; "));
-    Duration::from_secs_f64(makespan)
+    (Duration::from_secs_f64(makespan), task_ids)
 }
 
 fn main() {
@@ -566,6 +571,86 @@ fn main() {
     }
 }
 
+/// Where a task workflow's time goes, from the histories of every tenth
+/// task: mean per workflow of the waits for a worker (workflow tasks and
+/// activities scheduled -> started), the workflow tasks' own time, the
+/// attempts' time over the 2 s update, and start -> close.
+fn workflow_timeline(server: &rackflow_testkit::temporal::TemporalDevServer, task_ids: &[String]) {
+    fn ms(event: &serde_json::Value) -> f64 {
+        let text = event["eventTime"].as_str().unwrap_or("");
+        chrono::DateTime::parse_from_rfc3339(text)
+            .map(|t| t.timestamp_micros() as f64 / 1000.0)
+            .unwrap_or(f64::NAN)
+    }
+    let (mut total, mut wft_wait, mut wft_run, mut act_wait, mut act_over, mut wfts, mut acts) =
+        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    let sample: Vec<&String> = task_ids.iter().step_by(10).collect();
+    for id in &sample {
+        let out = server.cli_output(&["workflow", "show", "-w", id, "-o", "json"]);
+        let history: serde_json::Value = serde_json::from_str(&out).expect("history json");
+        let events = history["events"].as_array().expect("events");
+        let mut scheduled: HashMap<String, f64> = HashMap::new();
+        let mut started: HashMap<String, f64> = HashMap::new();
+        let (mut first, mut last) = (f64::NAN, f64::NAN);
+        for e in events {
+            let t = ms(e);
+            let id = e["eventId"].as_str().unwrap_or("").to_string();
+            match e["eventType"].as_str().unwrap_or("") {
+                "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED" => first = t,
+                "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED" => last = t,
+                "EVENT_TYPE_WORKFLOW_TASK_SCHEDULED" | "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED" => {
+                    scheduled.insert(id, t);
+                }
+                "EVENT_TYPE_WORKFLOW_TASK_STARTED" => {
+                    let from = e["workflowTaskStartedEventAttributes"]["scheduledEventId"]
+                        .as_str()
+                        .unwrap_or("");
+                    wft_wait += t - scheduled.get(from).copied().unwrap_or(t);
+                    started.insert(id, t);
+                    wfts += 1.0;
+                }
+                "EVENT_TYPE_WORKFLOW_TASK_COMPLETED" => {
+                    let from = e["workflowTaskCompletedEventAttributes"]["startedEventId"]
+                        .as_str()
+                        .unwrap_or("");
+                    wft_run += t - started.get(from).copied().unwrap_or(t);
+                }
+                "EVENT_TYPE_ACTIVITY_TASK_STARTED" => {
+                    let from = e["activityTaskStartedEventAttributes"]["scheduledEventId"]
+                        .as_str()
+                        .unwrap_or("");
+                    act_wait += t - scheduled.get(from).copied().unwrap_or(t);
+                    started.insert(id, t);
+                    acts += 1.0;
+                }
+                "EVENT_TYPE_ACTIVITY_TASK_COMPLETED" => {
+                    let from = e["activityTaskCompletedEventAttributes"]["startedEventId"]
+                        .as_str()
+                        .unwrap_or("");
+                    act_over += t - started.get(from).copied().unwrap_or(t) - FIRMWARE_MS as f64;
+                }
+                _ => {}
+            }
+        }
+        total += last - first;
+    }
+    let n = sample.len().max(1) as f64;
+    println!(
+        "  where a task workflow's time goes ({} histories, means per workflow): start -> close \
+         {:.0} ms; {:.1} workflow tasks waiting {:.0} ms for a worker and running {:.0} ms \
+         (report saves and the outcome, local activities, included); {:.1} attempts waiting \
+         {:.0} ms for a worker, each running {:.0} ms over the {FIRMWARE_MS} ms update",
+        sample.len(),
+        total / n,
+        wfts / n,
+        wft_wait / n,
+        wft_run / n,
+        acts / n,
+        act_wait / n,
+        act_over / acts.max(1.0)
+    );
+}
+
 /// Scenario `temporal`, then the floor on the same server.
 fn temporal() {
     let server = rackflow_testkit::temporal::TemporalDevServer::start_in_memory();
@@ -573,7 +658,8 @@ fn temporal() {
         "\n[tasks]\nexecutor = \"temporal\"\n\n[temporal]\naddress = \"{}\"\n",
         server.address()
     );
-    let makespan = scale("temporal", 2, &extra);
+    let (makespan, task_ids) = scale("temporal", 2, &extra);
+    workflow_timeline(&server, &task_ids);
     let settings = rackflow_temporal::TemporalSettings {
         address: server.address(),
         namespace: "default".into(),
