@@ -173,6 +173,20 @@ jitter = 0.0
             .to_string()
     }
 
+    /// Waits until `log` shows a firmware start of a component of `ty`.
+    fn wait_for_starts(log: &mut SimLog, ty: &str, server: &ServeProcess) {
+        wait_until_blocking(
+            &format!("a {ty} firmware start"),
+            Duration::from_secs(30),
+            Duration::from_millis(50),
+            || {
+                log.refresh();
+                (log.starts_of_type(ty) > 0).then_some(())
+            },
+            || tail(server),
+        );
+    }
+
     fn tail(server: &ServeProcess) -> String {
         let text = server.log_text();
         let lines: Vec<&str> = text.lines().collect();
@@ -296,16 +310,7 @@ jitter = 0.0
         let mut log = SimLog::new("A", a.addr);
         let id = submit_upgrade(s, "r-0001");
         // Stage 2 in flight: stage 1 (compute) is history.
-        wait_until_blocking(
-            "the NVLink switch stage to start",
-            Duration::from_secs(30),
-            Duration::from_millis(50),
-            || {
-                log.refresh();
-                (log.starts_of_type("NVSwitch") > 0).then_some(())
-            },
-            || tail(&a),
-        );
+        wait_for_starts(&mut log, "NVSwitch", &a);
         let compute_before = log.starts_of_type("Compute");
         a.kill9();
         let killed = Instant::now();
@@ -347,16 +352,7 @@ jitter = 0.0
         create_rule(s);
         let mut log = SimLog::new("A", a.addr);
         let id = submit_upgrade(s, "r-0001");
-        wait_until_blocking(
-            "the compute stage to start",
-            Duration::from_secs(30),
-            Duration::from_millis(50),
-            || {
-                log.refresh();
-                (log.starts_of_type("Compute") > 0).then_some(())
-            },
-            || tail(&a),
-        );
+        wait_for_starts(&mut log, "Compute", &a);
         temporal.stop();
         std::thread::sleep(Duration::from_secs(5));
         temporal.start_again();

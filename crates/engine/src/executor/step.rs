@@ -111,15 +111,7 @@ pub(super) async fn run_step(
     resuming: bool,
 ) -> Result<(), String> {
     let ty = step.component_type;
-    let components = ctx.targets.get(&ty).map_or(&[][..], Vec::as_slice);
-    let run = StepRun {
-        ctx,
-        stage,
-        step,
-        components,
-        retry: Retry::new(step.retry.as_ref(), &ctx.config.default_retry),
-        step_timeout: step_timeout(step, ctx),
-    };
+    let run = StepRun::new(ctx, stage, step);
     run.update(|s, now| s.start(now)).await;
     let result = run.actions(resuming).await;
     match &result {
@@ -153,19 +145,11 @@ pub(super) async fn run_attempt(
     let action = config
         .action()
         .map_err(|e| ActionError::permanent(e.to_string()))?;
-    let components = ctx.targets.get(&ty).map_or(&[][..], Vec::as_slice);
-    let run = StepRun {
-        ctx,
-        stage,
-        step,
-        components,
-        retry: Retry::new(step.retry.as_ref(), &ctx.config.default_retry),
-        step_timeout: step_timeout(step, ctx),
-    };
+    let run = StepRun::new(ctx, stage, step);
     let batch = if action.is_batched() {
         batch
     } else {
-        components
+        run.components
     };
     tokio::time::timeout(
         run.step_timeout,
@@ -175,8 +159,23 @@ pub(super) async fn run_attempt(
     .unwrap_or_else(|_| Err(run.timed_out()))
 }
 
-fn step_timeout(step: &SequenceStep, ctx: &RunContext<'_>) -> Duration {
-    ctx.config.step_timeout(step)
+impl<'a, 'c> StepRun<'a, 'c> {
+    /// `step` of `stage` on its type's targets, with the step's retry
+    /// policy and timeout (defaults applied).
+    fn new(ctx: &'a RunContext<'c>, stage: i32, step: &'a SequenceStep) -> Self {
+        let components = ctx
+            .targets
+            .get(&step.component_type)
+            .map_or(&[][..], Vec::as_slice);
+        StepRun {
+            ctx,
+            stage,
+            step,
+            components,
+            retry: ctx.config.retry(step),
+            step_timeout: ctx.config.step_timeout(step),
+        }
+    }
 }
 
 impl StepRun<'_, '_> {
