@@ -13,7 +13,10 @@
 //!   completes with every component updated exactly once;
 //! - a cancel sent to the replica that does not run the attempt stops it
 //!   within 2 s, no further hardware call follows, and the workflow ends
-//!   cancelled.
+//!   cancelled;
+//! - kill -9 of the replica running a task's attempt: the surviving replica
+//!   takes the attempt over (heartbeat timeout, retry) and finishes the
+//!   task, starting no component twice itself.
 //!
 //! Hardware calls are counted on each replica's simulated fleet through its
 //! `SimAdmin.GetCallLog`. Each process has its own simulated fleet: an
@@ -452,6 +455,71 @@ jitter = 0.0
                     .then_some(())
             },
             || workflow_status(&temporal, &id),
+        );
+    }
+
+    #[test]
+    fn e_kill_9_of_the_replica_running_the_attempt_the_survivor_finishes_the_task() {
+        let _serial = serial();
+        let temporal = TemporalDevServer::start();
+        let db = PgDatabase::create(&shared_server_url());
+        let cfg = config(&temporal, 2000);
+        let mut servers = [
+            ServeProcess::start_postgres(free_addr(), db.url(), &cfg),
+            ServeProcess::start_postgres(free_addr(), db.url(), &cfg),
+        ];
+        let s = Some(servers[0].addr);
+        import_generated_fleet(s, 1);
+        create_rule(s);
+        let mut logs = [
+            SimLog::new("A", servers[0].addr),
+            SimLog::new("B", servers[1].addr),
+        ];
+        let id = submit_upgrade(s, "r-0001");
+        let victim = wait_until_blocking(
+            "the compute attempt to start firmware updates on a replica",
+            Duration::from_secs(30),
+            Duration::from_millis(20),
+            || {
+                for log in logs.iter_mut() {
+                    log.refresh();
+                }
+                logs.iter().position(|l| l.starts_of_type("Compute") > 0)
+            },
+            || format!("A:\n{}\nB:\n{}", tail(&servers[0]), tail(&servers[1])),
+        );
+        let survivor = 1 - victim;
+        servers[victim].kill9();
+        let killed = Instant::now();
+        let s = Some(servers[survivor].addr);
+        // Heartbeat timeout + retry backoff + the update, twice over.
+        let done = wait_task(s, &id, "completed", Duration::from_secs(30), || {
+            tail(&servers[survivor])
+        });
+        logs[survivor].refresh();
+        let starts = logs[survivor].firmware_starts();
+        let twice: Vec<&String> = starts
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(c, _)| c)
+            .collect();
+        assert!(
+            twice.is_empty(),
+            "the survivor started components more than once: {twice:?}"
+        );
+        assert!(
+            logs[survivor].starts_of_type("Compute") > 0,
+            "the survivor did not take the lost compute attempt over"
+        );
+        assert_eq!(done["report"]["stages"][0]["status"], "completed");
+        assert_eq!(done["report"]["stages"][1]["status"], "completed");
+        assert_eq!(
+            workflow_status(&temporal, &id),
+            "WORKFLOW_EXECUTION_STATUS_COMPLETED"
+        );
+        eprintln!(
+            "replica kill: the survivor finished the task {:?} after the kill",
+            killed.elapsed()
         );
     }
 }
