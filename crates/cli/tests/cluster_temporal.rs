@@ -16,7 +16,10 @@
 //!   cancelled;
 //! - kill -9 of the replica running a task's attempt: the surviving replica
 //!   takes the attempt over (heartbeat timeout, retry) and finishes the
-//!   task, starting no component twice itself.
+//!   task, starting no component twice itself;
+//! - PostgreSQL (a private instance the test started) down for 60 s
+//!   mid-rollout: the run finishes once it is back, every component exactly
+//!   one firmware start.
 //!
 //! Hardware calls are counted on each replica's simulated fleet through its
 //! `SimAdmin.GetCallLog`. Each process has its own simulated fleet: an
@@ -49,7 +52,7 @@ mod temporal {
     use std::sync::{Mutex, MutexGuard};
     use std::time::{Duration, Instant};
 
-    use rackflow_testkit::pg_instance::{PgDatabase, shared_server_url};
+    use rackflow_testkit::pg_instance::{PgDatabase, PgInstance, shared_server_url};
     use rackflow_testkit::temporal::TemporalDevServer;
     use rackflow_testkit::wait::wait_until_blocking;
     use serde_json::Value;
@@ -127,6 +130,32 @@ jitter = 0.0
             }
         }
         all
+    }
+
+    fn create_run(s: Option<SocketAddr>, name: &str, max_concurrent: u32) -> String {
+        rackflow(
+            s,
+            &[
+                "run",
+                "create",
+                "--name",
+                name,
+                "--percentage",
+                "100",
+                "--max-concurrent",
+                &max_concurrent.to_string(),
+                "--failure-rate",
+                "50:cumulative",
+                "--seed",
+                name,
+                "--ordering-seed",
+                name,
+            ],
+        )
+        .ok()
+        .stdout
+        .trim()
+        .to_string()
     }
 
     fn submit_upgrade(s: Option<SocketAddr>, rack: &str) -> String {
@@ -209,29 +238,7 @@ jitter = 0.0
         let expected = components_of(&fleet, &["Compute", "NVSwitch"]);
         create_rule(s);
         let mut log_a = SimLog::new("A", a.addr);
-        let run = rackflow(
-            s,
-            &[
-                "run",
-                "create",
-                "--name",
-                "join",
-                "--percentage",
-                "100",
-                "--max-concurrent",
-                "3",
-                "--failure-rate",
-                "50:cumulative",
-                "--seed",
-                "join",
-                "--ordering-seed",
-                "join",
-            ],
-        )
-        .ok()
-        .stdout
-        .trim()
-        .to_string();
+        let run = create_run(s, "join", 3);
         wait_until_blocking(
             "a firmware start on A",
             Duration::from_secs(30),
@@ -520,6 +527,96 @@ jitter = 0.0
         eprintln!(
             "replica kill: the survivor finished the task {:?} after the kill",
             killed.elapsed()
+        );
+    }
+
+    #[test]
+    fn f_postgres_down_60s_mid_rollout_the_run_finishes_after_it_returns() {
+        let _serial = serial();
+        let temporal = TemporalDevServer::start();
+        let mut pg = PgInstance::start();
+        let cfg = config(&temporal, 1500);
+        let a = ServeProcess::start_postgres(free_addr(), &pg.url(), &cfg);
+        let b = ServeProcess::start_postgres(free_addr(), &pg.url(), &cfg);
+        let s = Some(a.addr);
+        const RACKS: u32 = 6;
+        let fleet = import_generated_fleet(s, RACKS);
+        let expected = components_of(&fleet, &["Compute", "NVSwitch"]);
+        create_rule(s);
+        let mut logs = [SimLog::new("A", a.addr), SimLog::new("B", b.addr)];
+        let run = create_run(s, "outage", 3);
+        // Mid-rollout: a target done, another in flight.
+        wait_until_blocking(
+            "a target completed and another in flight",
+            Duration::from_secs(60),
+            Duration::from_millis(50),
+            || {
+                for log in logs.iter_mut() {
+                    log.refresh();
+                }
+                let out = rackflow(s, &["run", "targets", &run, "-o", "json"])
+                    .ok()
+                    .json();
+                let t = out["targets"].as_array().cloned().unwrap_or_default();
+                let with = |status: &str| t.iter().filter(|x| x["status"] == status).count();
+                (with("completed") >= 1 && with("submitted") >= 1).then_some(())
+            },
+            || format!("A:\n{}\nB:\n{}", tail(&a), tail(&b)),
+        );
+        pg.stop();
+        let stopped = Instant::now();
+        while stopped.elapsed() < Duration::from_secs(60) {
+            for log in logs.iter_mut() {
+                log.refresh();
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        pg.start_again();
+        let back = Instant::now();
+        let finished = wait_until_blocking(
+            "the run to finish after PostgreSQL returned",
+            Duration::from_secs(90),
+            Duration::from_millis(250),
+            || {
+                for log in logs.iter_mut() {
+                    log.refresh();
+                }
+                let out = rackflow(s, &["run", "get", &run, "-o", "json"]);
+                (out.code == Some(0))
+                    .then(|| out.json())
+                    .filter(|r| r["status"] != "running" && r["status"] != "pending")
+            },
+            || format!("A:\n{}\nB:\n{}", tail(&a), tail(&b)),
+        );
+        assert_eq!(
+            finished["status"],
+            "completed",
+            "{finished:#}\nA:\n{}\nB:\n{}",
+            tail(&a),
+            tail(&b)
+        );
+        let targets = rackflow(s, &["run", "targets", &run, "-o", "json"])
+            .ok()
+            .json();
+        for target in targets["targets"].as_array().unwrap() {
+            assert_eq!(target["status"], "completed", "{target:#}");
+            let id = target["task_id"].as_str().unwrap();
+            assert_eq!(task(s, id).unwrap()["status"], "completed");
+        }
+        // Both replicas survived: their logs are whole.
+        let starts = sum(&[&logs[0], &logs[1]]);
+        let wrong: Vec<String> = expected
+            .iter()
+            .filter(|c| starts.get(*c) != Some(&1))
+            .map(|c| format!("{c}: {:?}", starts.get(c)))
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "every component exactly one firmware start across the outage: {wrong:?}"
+        );
+        eprintln!(
+            "outage: the run finished {:?} after PostgreSQL returned",
+            back.elapsed()
         );
     }
 }
