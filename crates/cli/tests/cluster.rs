@@ -37,11 +37,13 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use common::cluster::{
+    components_of, count, create_run, logs_of, tail, target_summary, targets, wait_run_finished,
+};
 use common::sim_log::{SimLog, rack_of};
 use common::{ServeProcess, create_fast_default_rule, free_addr, import_generated_fleet, rackflow};
 use rackflow_testkit::pg_instance::{PgDatabase, PgInstance, shared_server_url};
@@ -89,18 +91,6 @@ jitter = 0.0
     )
 }
 
-/// Components of the generated fleet the firmware rule updates.
-fn updated_components(fleet: &Value) -> BTreeSet<String> {
-    fleet["racks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|r| r["components"].as_array().unwrap().iter())
-        .filter(|c| UPDATED_TYPES.contains(&c["type"].as_str().unwrap_or("")))
-        .map(|c| c["external_id"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// Adds up firmware starts per component over several logs.
 fn sum_starts(logs: &[&SimLog]) -> BTreeMap<String, Vec<(&'static str, usize)>> {
     let mut all: BTreeMap<String, Vec<(&'static str, usize)>> = BTreeMap::new();
@@ -110,128 +100,6 @@ fn sum_starts(logs: &[&SimLog]) -> BTreeMap<String, Vec<(&'static str, usize)>> 
         }
     }
     all
-}
-
-// ---------------------------------------------------------------------------
-// The flow API through the CLI.
-
-fn create_run(s: Option<SocketAddr>, name: &str, max_concurrent: u32) -> String {
-    let run = rackflow(
-        s,
-        &[
-            "run",
-            "create",
-            "--name",
-            name,
-            "--percentage",
-            "100",
-            "--max-concurrent",
-            &max_concurrent.to_string(),
-            "--failure-rate",
-            "50:cumulative",
-            "--seed",
-            name,
-            "--ordering-seed",
-            name,
-        ],
-    )
-    .ok()
-    .stdout
-    .trim()
-    .to_string();
-    assert_eq!(run.len(), 36, "not a run id: {run:?}");
-    run
-}
-
-/// The run's targets, or `None` when the command fails (a replica waiting
-/// for its database).
-fn try_targets(s: Option<SocketAddr>, run: &str) -> Option<Vec<Value>> {
-    let out = rackflow(
-        s,
-        &[
-            "run",
-            "targets",
-            run,
-            "--phase-scope",
-            "current-and-completed",
-            "-o",
-            "json",
-        ],
-    );
-    if out.code != Some(0) {
-        return None;
-    }
-    out.json()["targets"].as_array().cloned()
-}
-
-fn targets(s: Option<SocketAddr>, run: &str) -> Vec<Value> {
-    try_targets(s, run).unwrap_or_else(|| panic!("run targets {run} failed"))
-}
-
-fn try_run_status(s: Option<SocketAddr>, run: &str) -> Option<Value> {
-    let out = rackflow(s, &["run", "get", run, "--stats", "-o", "json"]);
-    (out.code == Some(0)).then(|| out.json())
-}
-
-fn count(targets: &[Value], statuses: &[&str]) -> usize {
-    targets
-        .iter()
-        .filter(|t| statuses.contains(&t["status"].as_str().unwrap_or("")))
-        .count()
-}
-
-fn is_terminal(run: &Value) -> bool {
-    matches!(
-        run["status"].as_str().unwrap_or(""),
-        "completed" | "completed_with_failures" | "failed" | "cancelled"
-    )
-}
-
-/// A short description of the targets: status counts.
-fn target_summary(targets: &[Value]) -> String {
-    let mut by_status: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for t in targets {
-        by_status
-            .entry(t["status"].as_str().unwrap_or("?").to_string())
-            .or_default()
-            .push(t["rack_external_id"].as_str().unwrap_or("?").to_string());
-    }
-    format!("{by_status:?}")
-}
-
-/// Waits (a bounded retry: the replicas are separate processes) until the
-/// run is terminal, reading the sim logs of the running replicas on every
-/// probe; returns the run.
-fn wait_run_finished(
-    s: Option<SocketAddr>,
-    run: &str,
-    what: &str,
-    deadline: Duration,
-    logs: &mut [&mut SimLog],
-    state: impl Fn() -> String,
-) -> Value {
-    wait_until_blocking(
-        what,
-        deadline,
-        Duration::from_millis(250),
-        || {
-            for log in logs.iter_mut() {
-                log.refresh();
-            }
-            try_run_status(s, run).filter(is_terminal)
-        },
-        || {
-            format!(
-                "run: {}\ntargets: {}\n{}",
-                try_run_status(s, run).map_or("<unreadable>".into(), |r| format!(
-                    "{} {}",
-                    r["status"], r["stats"]
-                )),
-                try_targets(s, run).map_or("<unreadable>".into(), |t| target_summary(&t)),
-                state()
-            )
-        },
-    )
 }
 
 /// The run completed, every target completed, and every target has exactly
@@ -306,25 +174,6 @@ fn duplicates(starts: &BTreeMap<String, Vec<(&'static str, usize)>>) -> Vec<Stri
         .collect()
 }
 
-fn logs_of(servers: &[&ServeProcess]) -> String {
-    let mut text = String::new();
-    for (i, server) in servers.iter().enumerate() {
-        let _ = write!(
-            text,
-            "\n--- server log of replica {} ---\n{}",
-            ["A", "B"].get(i).unwrap_or(&"?"),
-            tail(&server.log_text(), 60)
-        );
-    }
-    text
-}
-
-/// The last `n` lines of `text`.
-fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
 /// Waits until a replica's sim log shows a firmware start (tasks in flight),
 /// with the run not finished; returns the targets then.
 fn wait_firmware_in_flight(
@@ -367,7 +216,7 @@ fn a_replica_joining_mid_rollout_updates_every_component_exactly_once() {
     let a = ServeProcess::start_postgres(free_addr(), db.url(), &cfg);
     let s = Some(a.addr);
     let fleet = import_generated_fleet(s, RACKS);
-    let expected = updated_components(&fleet);
+    let expected = components_of(&fleet, &UPDATED_TYPES);
     create_fast_default_rule(s, "100ms");
     let mut log_a = SimLog::new("A", a.addr);
 
@@ -627,7 +476,7 @@ fn d_postgres_down_60s_mid_rollout_the_run_finishes_after_it_returns() {
     let b = ServeProcess::start_postgres(free_addr(), &pg.url(), &cfg);
     let s = Some(a.addr);
     let fleet = import_generated_fleet(s, RACKS);
-    let expected = updated_components(&fleet);
+    let expected = components_of(&fleet, &UPDATED_TYPES);
     create_fast_default_rule(s, "100ms");
     let mut log_a = SimLog::new("A", a.addr);
     let mut log_b = SimLog::new("B", b.addr);

@@ -57,6 +57,7 @@ mod temporal {
     use rackflow_testkit::wait::wait_until_blocking;
     use serde_json::Value;
 
+    use super::common::cluster::{components_of, count, create_run, targets, wait_run_finished};
     use super::common::sim_log::SimLog;
     use super::common::{
         ServeProcess, create_fast_default_rule_with, free_addr, import_generated_fleet, rackflow,
@@ -108,20 +109,6 @@ jitter = 0.0
         create_fast_default_rule_with(s, "100ms", 3);
     }
 
-    /// Components of the generated fleet of `types`.
-    fn components_of(fleet: &Value, types: &[&str]) -> Vec<String> {
-        let mut out: Vec<String> = fleet["racks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|r| r["components"].as_array().unwrap().iter())
-            .filter(|c| types.contains(&c["type"].as_str().unwrap_or("")))
-            .map(|c| c["external_id"].as_str().unwrap().to_string())
-            .collect();
-        out.sort();
-        out
-    }
-
     fn sum(logs: &[&SimLog]) -> BTreeMap<String, usize> {
         let mut all = BTreeMap::new();
         for log in logs {
@@ -130,32 +117,6 @@ jitter = 0.0
             }
         }
         all
-    }
-
-    fn create_run(s: Option<SocketAddr>, name: &str, max_concurrent: u32) -> String {
-        rackflow(
-            s,
-            &[
-                "run",
-                "create",
-                "--name",
-                name,
-                "--percentage",
-                "100",
-                "--max-concurrent",
-                &max_concurrent.to_string(),
-                "--failure-rate",
-                "50:cumulative",
-                "--seed",
-                name,
-                "--ordering-seed",
-                name,
-            ],
-        )
-        .ok()
-        .stdout
-        .trim()
-        .to_string()
     }
 
     fn submit_upgrade(s: Option<SocketAddr>, rack: &str) -> String {
@@ -220,9 +181,7 @@ jitter = 0.0
     }
 
     fn tail(server: &ServeProcess) -> String {
-        let text = server.log_text();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
+        super::common::cluster::tail(&server.log_text(), 40)
     }
 
     #[test]
@@ -251,18 +210,12 @@ jitter = 0.0
         );
         let b = ServeProcess::start_postgres(free_addr(), db.url(), &cfg);
         let mut log_b = SimLog::new("B", b.addr);
-        let finished = wait_until_blocking(
+        let finished = wait_run_finished(
+            s,
+            &run,
             "the run to finish with two replicas",
             Duration::from_secs(90),
-            Duration::from_millis(250),
-            || {
-                log_a.refresh();
-                log_b.refresh();
-                let out = rackflow(s, &["run", "get", &run, "-o", "json"]);
-                (out.code == Some(0))
-                    .then(|| out.json())
-                    .filter(|r| r["status"] != "running" && r["status"] != "pending")
-            },
+            &mut [&mut log_a, &mut log_b],
             || format!("A:\n{}\nB:\n{}", tail(&a), tail(&b)),
         );
         log_a.refresh();
@@ -290,10 +243,7 @@ jitter = 0.0
         );
         // The tasks are Temporal's: every target's task is a completed
         // workflow whose id is the task id.
-        let targets = rackflow(s, &["run", "targets", &run, "-o", "json"])
-            .ok()
-            .json();
-        for target in targets["targets"].as_array().unwrap() {
+        for target in targets(s, &run) {
             let id = target["task_id"].as_str().unwrap();
             assert_eq!(
                 workflow_status(&temporal, id),
@@ -554,12 +504,8 @@ jitter = 0.0
                 for log in logs.iter_mut() {
                     log.refresh();
                 }
-                let out = rackflow(s, &["run", "targets", &run, "-o", "json"])
-                    .ok()
-                    .json();
-                let t = out["targets"].as_array().cloned().unwrap_or_default();
-                let with = |status: &str| t.iter().filter(|x| x["status"] == status).count();
-                (with("completed") >= 1 && with("submitted") >= 1).then_some(())
+                let t = targets(s, &run);
+                (count(&t, &["completed"]) >= 1 && count(&t, &["submitted"]) >= 1).then_some(())
             },
             || format!("A:\n{}\nB:\n{}", tail(&a), tail(&b)),
         );
@@ -573,19 +519,13 @@ jitter = 0.0
         }
         pg.start_again();
         let back = Instant::now();
-        let finished = wait_until_blocking(
+        let [log_a, log_b] = &mut logs;
+        let finished = wait_run_finished(
+            s,
+            &run,
             "the run to finish after PostgreSQL returned",
             Duration::from_secs(90),
-            Duration::from_millis(250),
-            || {
-                for log in logs.iter_mut() {
-                    log.refresh();
-                }
-                let out = rackflow(s, &["run", "get", &run, "-o", "json"]);
-                (out.code == Some(0))
-                    .then(|| out.json())
-                    .filter(|r| r["status"] != "running" && r["status"] != "pending")
-            },
+            &mut [log_a, log_b],
             || format!("A:\n{}\nB:\n{}", tail(&a), tail(&b)),
         );
         assert_eq!(
@@ -595,10 +535,7 @@ jitter = 0.0
             tail(&a),
             tail(&b)
         );
-        let targets = rackflow(s, &["run", "targets", &run, "-o", "json"])
-            .ok()
-            .json();
-        for target in targets["targets"].as_array().unwrap() {
+        for target in targets(s, &run) {
             assert_eq!(target["status"], "completed", "{target:#}");
             let id = target["task_id"].as_str().unwrap();
             assert_eq!(task(s, id).unwrap()["status"], "completed");

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod sim_log;
 
 use std::net::SocketAddr;
