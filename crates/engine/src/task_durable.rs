@@ -28,7 +28,7 @@ use rackflow_store::TaskUpdate;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::{Running, TaskManager};
+use super::TaskManager;
 use crate::error::TaskError;
 use crate::executor::{TaskJob, TaskOutcome};
 
@@ -92,11 +92,6 @@ impl TaskManager {
     /// True once shutdown started (attempts stopped by it are not cancels).
     pub fn is_stopping(&self) -> bool {
         self.background.is_stopping()
-    }
-
-    /// The durable executor, if this process hands tasks to one.
-    pub(super) fn durable(&self) -> Option<&Arc<dyn DurableExecutor>> {
-        self.durable.as_ref()
     }
 
     /// Whether `task` is run by this process's durable executor.
@@ -298,11 +293,7 @@ impl TaskManager {
     pub fn attempt_guard(self: &Arc<Self>, task_id: Uuid) -> AttemptGuard {
         let token = {
             let mut running = self.running.lock();
-            let entry = running.entry(task_id).or_insert_with(|| Running {
-                cancel: self.background.token().child_token(),
-                executing_since: None,
-                attempts: 0,
-            });
+            let entry = running.entry(task_id).or_insert_with(|| self.new_running());
             entry.attempts += 1;
             entry.cancel.clone()
         };

@@ -253,7 +253,7 @@ impl TaskManager {
                     tracing::warn!(error = %e, "could not look for stale pending tasks");
                 }
                 ticks += 1;
-                if manager.durable().is_some()
+                if manager.durable.is_some()
                     && ticks.is_multiple_of(DURABLE_SWEEP_TICKS)
                     && let Err(e) = manager.ensure_durable_started(manager.config.lease).await
                 {

@@ -705,16 +705,22 @@ impl TaskManager {
         }
     }
 
+    /// A task's entry before anything runs: its token is a child of the
+    /// manager's, so shutdown fires it too.
+    fn new_running(&self) -> Running {
+        Running {
+            cancel: self.background.token().child_token(),
+            executing_since: None,
+            attempts: 0,
+        }
+    }
+
     /// The token a user cancel of task `id` fires; created on first use.
     fn cancel_token(&self, id: Uuid) -> CancellationToken {
         self.running
             .lock()
             .entry(id)
-            .or_insert_with(|| Running {
-                cancel: self.background.token().child_token(),
-                executing_since: None,
-                attempts: 0,
-            })
+            .or_insert_with(|| self.new_running())
             .cancel
             .clone()
     }
@@ -722,11 +728,7 @@ impl TaskManager {
     /// The token of a task whose row now says this process runs it.
     fn executing_token(&self, id: Uuid) -> CancellationToken {
         let mut running = self.running.lock();
-        let entry = running.entry(id).or_insert_with(|| Running {
-            cancel: self.background.token().child_token(),
-            executing_since: None,
-            attempts: 0,
-        });
+        let entry = running.entry(id).or_insert_with(|| self.new_running());
         entry
             .executing_since
             .get_or_insert_with(std::time::Instant::now);

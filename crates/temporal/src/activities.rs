@@ -12,6 +12,7 @@ use std::time::Duration;
 use rackflow_domain::report::Report;
 use rackflow_domain::rule::SequenceStep;
 use rackflow_domain::task::TaskInformation;
+use rackflow_engine::error::TaskError;
 use rackflow_engine::executor::{AttemptSpec, CANCELLED, TaskOutcome};
 use rackflow_engine::manager::ComponentRef;
 use rackflow_engine::tasks::TaskManager;
@@ -80,6 +81,22 @@ impl TaskActivities {
             server,
             heartbeat_every: (heartbeat_timeout / 3).max(Duration::from_millis(200)),
         }
+    }
+}
+
+impl TaskActivities {
+    /// Runs a task-manager call on the server's runtime; any error is a
+    /// retryable activity failure.
+    async fn on_server<T: Send + 'static>(
+        &self,
+        call: impl Future<Output = Result<T, TaskError>> + Send + 'static,
+    ) -> Result<T, ActivityError> {
+        let retryable = |e: String| ActivityError::application(ApplicationFailure::new(e));
+        self.server
+            .spawn(call)
+            .await
+            .map_err(|e| retryable(e.to_string()))?
+            .map_err(|e| retryable(e.to_string()))
     }
 }
 
@@ -170,12 +187,8 @@ impl TaskActivities {
         input: SaveInput,
     ) -> Result<bool, ActivityError> {
         let manager = Arc::clone(&self.manager);
-        let saved = self
-            .server
-            .spawn(async move { manager.durable_report(input.task_id, &input.report).await })
+        self.on_server(async move { manager.durable_report(input.task_id, &input.report).await })
             .await
-            .map_err(|e| ActivityError::application(ApplicationFailure::new(e.to_string())))?;
-        saved.map_err(|e| ActivityError::application(ApplicationFailure::new(e.to_string())))
     }
 
     /// Records the task's outcome and last report.
@@ -191,15 +204,11 @@ impl TaskActivities {
             Outcome::Failed => TaskOutcome::Failed(input.message),
             Outcome::Cancelled => TaskOutcome::Cancelled,
         };
-        let recorded = self
-            .server
-            .spawn(async move {
-                manager
-                    .durable_finish(input.task_id, outcome, Some(&input.report))
-                    .await
-            })
-            .await
-            .map_err(|e| ActivityError::application(ApplicationFailure::new(e.to_string())))?;
-        recorded.map_err(|e| ActivityError::application(ApplicationFailure::new(e.to_string())))
+        self.on_server(async move {
+            manager
+                .durable_finish(input.task_id, outcome, Some(&input.report))
+                .await
+        })
+        .await
     }
 }

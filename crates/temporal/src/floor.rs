@@ -10,11 +10,10 @@ use temporalio_client::WorkflowGetResultOptions;
 use temporalio_client::WorkflowStartOptions;
 use temporalio_macros::{activities, workflow, workflow_methods};
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
-use temporalio_sdk::{ActivityOptions, Runtime, WorkerOptions, WorkflowContext, WorkflowResult};
+use temporalio_sdk::{ActivityOptions, WorkerOptions, WorkflowContext, WorkflowResult};
 use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
 
-use crate::{Slot, TemporalError, TemporalSettings, connect};
+use crate::{TemporalError, TemporalSettings, Worker, connect};
 
 /// One no-op activity.
 #[workflow]
@@ -70,31 +69,19 @@ pub async fn measure(
     concurrent: usize,
 ) -> Result<Floor, TemporalError> {
     let queue = format!("floor-{}", uuid::Uuid::new_v4().simple());
-    let stop = CancellationToken::new();
-    let mut threads = Vec::new();
-    let mut shutdowns = Vec::new();
+    let mut started_workers = Vec::new();
     for _ in 0..workers {
         let settings = TemporalSettings {
             task_queue: queue.clone(),
             ..settings.clone()
         };
-        let shutdown: Arc<Slot<Box<dyn Fn() + Send + Sync>>> = Arc::new(Slot::new(None));
-        shutdowns.push(Arc::clone(&shutdown));
-        let stop = stop.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name("temporal-floor".into())
-                .spawn(move || {
-                    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                    else {
-                        return;
-                    };
-                    runtime.block_on(run_floor_worker(settings, stop, shutdown));
-                })
-                .map_err(|e| TemporalError::Worker(e.to_string()))?,
-        );
+        let queue = queue.clone();
+        started_workers.push(Worker::spawn_with(settings, move || {
+            let options = WorkerOptions::new(queue)
+                .register_workflow::<TrivialWorkflow>()
+                .map_err(|e| e.to_string())?;
+            Ok(options.register_activities(NoopActivities).build())
+        })?);
     }
     let client = connect(settings)
         .await
@@ -135,16 +122,8 @@ pub async fn measure(
         }
     }
     let elapsed = started.elapsed();
-    stop.cancel();
-    for shutdown in &shutdowns {
-        if let Ok(slot) = shutdown.lock()
-            && let Some(initiate) = slot.as_ref()
-        {
-            initiate();
-        }
-    }
-    for thread in threads {
-        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+    for worker in started_workers {
+        worker.shutdown().await;
     }
     if let Some(first) = failures.first() {
         return Err(TemporalError::Worker(format!(
@@ -153,35 +132,4 @@ pub async fn measure(
         )));
     }
     Ok(Floor { workflows, elapsed })
-}
-
-async fn run_floor_worker(
-    settings: TemporalSettings,
-    stop: CancellationToken,
-    shutdown: Arc<Slot<Box<dyn Fn() + Send + Sync>>>,
-) {
-    let Ok(runtime) = Runtime::from_current_tokio(Default::default()) else {
-        return;
-    };
-    let Ok(client) = connect(&settings).await else {
-        return;
-    };
-    let Ok(options) =
-        WorkerOptions::new(settings.task_queue.clone()).register_workflow::<TrivialWorkflow>()
-    else {
-        return;
-    };
-    let options = options.register_activities(NoopActivities).build();
-    let Ok(mut worker) = temporalio_sdk::Worker::new(&runtime, client, options) else {
-        return;
-    };
-    if let Ok(mut slot) = shutdown.lock() {
-        *slot = Some(Box::new(worker.shutdown_handle()));
-    }
-    if stop.is_cancelled() {
-        return;
-    }
-    if let Err(e) = worker.run().await {
-        tracing::error!(error = %e, "floor worker stopped");
-    }
 }

@@ -191,7 +191,7 @@ fn rpc_error(status: &tonic::Status) -> DurableError {
 }
 
 /// The worker's shutdown trigger, set by the worker thread once it exists.
-pub(crate) type Slot<T> = std::sync::Mutex<Option<T>>;
+type Slot<T> = std::sync::Mutex<Option<T>>;
 
 /// This replica's Temporal worker, on its own thread.
 pub struct Worker {
@@ -208,8 +208,32 @@ impl Worker {
         settings: TemporalSettings,
         manager: Arc<TaskManager>,
     ) -> Result<Worker, TemporalError> {
-        connection_options(&settings)?;
         let server = tokio::runtime::Handle::current();
+        let (queue, heartbeat, sticky, slots) = (
+            settings.task_queue.clone(),
+            settings.heartbeat_timeout,
+            settings.sticky_timeout,
+            settings.max_concurrent_activities,
+        );
+        Worker::spawn_with(settings, move || {
+            let options = WorkerOptions::new(queue)
+                .register_workflow::<TaskWorkflow>()
+                .map_err(|e| format!("task workflow not registered: {e}"))?;
+            Ok(options
+                .register_activities(TaskActivities::new(manager, server, heartbeat))
+                .sticky_queue_schedule_to_start_timeout(sticky)
+                .tuner(tuner(slots))
+                .build())
+        })
+    }
+
+    /// A worker on its own thread and runtime (the SDK's workflows are not
+    /// `Send`) with the options `build` makes there; connects with retry.
+    pub(crate) fn spawn_with(
+        settings: TemporalSettings,
+        build: impl FnOnce() -> Result<WorkerOptions, String> + Send + 'static,
+    ) -> Result<Worker, TemporalError> {
+        connection_options(&settings)?;
         let stop = CancellationToken::new();
         let shutdown: Arc<Slot<Box<dyn Fn() + Send + Sync>>> = Arc::new(Slot::new(None));
         let (thread_stop, thread_shutdown) = (stop.clone(), Arc::clone(&shutdown));
@@ -226,13 +250,7 @@ impl Worker {
                         return;
                     }
                 };
-                runtime.block_on(run_worker(
-                    settings,
-                    manager,
-                    server,
-                    thread_stop,
-                    thread_shutdown,
-                ));
+                runtime.block_on(run_worker(settings, build, thread_stop, thread_shutdown));
             })
             .map_err(|e| TemporalError::Worker(e.to_string()))?;
         Ok(Worker {
@@ -273,8 +291,7 @@ const WORKFLOW_TASK_SLOTS: usize = 100;
 
 async fn run_worker(
     settings: TemporalSettings,
-    manager: Arc<TaskManager>,
-    server: tokio::runtime::Handle,
+    build: impl FnOnce() -> Result<WorkerOptions, String>,
     stop: CancellationToken,
     shutdown: Arc<Slot<Box<dyn Fn() + Send + Sync>>>,
 ) {
@@ -299,19 +316,13 @@ async fn run_worker(
             }
         }
     };
-    let activities = TaskActivities::new(manager, server, settings.heartbeat_timeout);
-    let options =
-        match WorkerOptions::new(settings.task_queue.clone()).register_workflow::<TaskWorkflow>() {
-            Ok(options) => options
-                .register_activities(activities)
-                .sticky_queue_schedule_to_start_timeout(settings.sticky_timeout)
-                .tuner(tuner(settings.max_concurrent_activities))
-                .build(),
-            Err(e) => {
-                tracing::error!(error = %e, "task workflow not registered");
-                return;
-            }
-        };
+    let options = match build() {
+        Ok(options) => options,
+        Err(e) => {
+            tracing::error!(error = %e, "temporal worker not configured");
+            return;
+        }
+    };
     let mut worker = match temporalio_sdk::Worker::new(&runtime, client, options) {
         Ok(worker) => worker,
         Err(e) => {
