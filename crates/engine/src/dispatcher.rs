@@ -541,7 +541,7 @@ impl Dispatcher {
                 SubmitEffect::Active(task_id) => {
                     started.push(*task_id);
                     self.run_of_task.lock().insert(*task_id, run_id);
-                    tracing::info!(run_id = %run_id, target_id = %target.id, task_id = %task_id, "operation run target submitted");
+                    tracing::debug!(run_id = %run_id, target_id = %target.id, task_id = %task_id, "operation run target submitted");
                 }
                 SubmitEffect::Blocked(outcome) => {
                     self.due_at(dispatch::next_due(

@@ -152,6 +152,38 @@ pub async fn resolve_spec(
     }
 }
 
+/// [`resolve_spec`] without a read, for a target naming components by id
+/// when the components of the one rack they must be on are at hand (a
+/// run's child task): the same entries, or `None` when the target is of
+/// another kind or names a component not among `components` (the general
+/// lookup then answers, with its errors).
+pub fn ids_on_rack(
+    spec: &TargetSpec,
+    rack_id: Uuid,
+    components: &[Component],
+) -> Option<Vec<CandidateEntry>> {
+    let TargetSpec::Components(targets) = spec else {
+        return None;
+    };
+    let by_id: std::collections::HashMap<Uuid, &Component> =
+        components.iter().map(|c| (c.id, c)).collect();
+    targets
+        .iter()
+        .map(|target| {
+            let ComponentTarget::Id(id) = target else {
+                return None;
+            };
+            let component = by_id.get(id)?;
+            let mut set = ComponentsByType::new();
+            set.push(component.component_type, component.id);
+            Some(CandidateEntry {
+                rack_id,
+                components: set,
+            })
+        })
+        .collect()
+}
+
 pub async fn resolve_rack(
     store: &dyn Store,
     identifier: &RackIdentifier,

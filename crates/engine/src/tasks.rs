@@ -113,6 +113,8 @@ impl From<rackflow_domain::dispatch::ChildRequest> for SubmitRequest {
 /// when the rack is known from the request.
 struct RackReads {
     components: rackflow_store::StoreResult<Vec<rackflow_domain::inventory::Component>>,
+    /// For the name the managers know the rack by.
+    rack: rackflow_store::StoreResult<Option<rackflow_domain::inventory::Rack>>,
     rule: rule::ResolvedRule,
 }
 
@@ -121,6 +123,9 @@ struct PreparedTask {
     task: Task,
     /// Its columns if it may start at once.
     start: TaskStart,
+    /// The executor's view of its components, when the submission read the
+    /// rack anyway: a task that starts at once does not read them again.
+    components: Option<Vec<ComponentRef>>,
 }
 
 impl PreparedTask {
@@ -351,14 +356,14 @@ impl TaskManager {
         let resolve = resolve::resolve_spec(self.store.as_ref(), &req.target);
         let (resolved, known_rack) = match req.required_rack_id {
             // The rack is known before the target resolves (an operation run
-            // target's child, a schedule scope's task): its components and
-            // rule are read at the same time as the target, not after it —
-            // a freed dispatcher slot waited for these reads one by one.
+            // target's child, a schedule scope's task): its components,
+            // record and rule are read at the same time, not one after the
+            // other — a freed dispatcher slot waited for these reads.
             Some(rack_id) => {
                 let rack_ids = [rack_id];
-                let (resolved, components, rule) = tokio::join!(
-                    resolve,
+                let (components, rack, rule) = tokio::join!(
                     self.store.components_of_racks(&rack_ids),
+                    self.store.rack_get(rack_id, false),
                     self.resolve_rule(
                         req.task_type,
                         &req.information.code,
@@ -366,7 +371,26 @@ impl TaskManager {
                         explicit.as_ref()
                     ),
                 );
-                (resolved, Some(RackReads { components, rule }))
+                // A run's child names its rack's components by id: they
+                // resolve against the rack just read. Anything else (or an
+                // id not on this rack) takes the general lookup, whose
+                // errors name the target.
+                let resolved = match components
+                    .as_ref()
+                    .ok()
+                    .and_then(|c| resolve::ids_on_rack(&req.target, rack_id, c))
+                {
+                    Some(entries) => Ok(entries),
+                    None => resolve.await,
+                };
+                (
+                    resolved,
+                    Some(RackReads {
+                        components,
+                        rack,
+                        rule,
+                    }),
+                )
             }
             None => (resolve.await, None),
         };
@@ -443,7 +467,7 @@ impl TaskManager {
         self.cancel_token(prepared.task.id);
         let decide = |unfinished: &[Task]| prepared.decide(unfinished);
         let submitted = self.store.task_submit(&prepared.task, &decide).await;
-        Ok(self.submitted(&prepared.task, submitted, false)?.0)
+        Ok(self.submitted(&prepared, submitted, false)?.0)
     }
 
     /// An operation run target's child task (§3.7): prepared (target, rule,
@@ -465,7 +489,7 @@ impl TaskManager {
             .store
             .task_submit_for_target(&prepared.task, &decide, &linked)
             .await;
-        Ok(self.submitted(&prepared.task, submitted, true)?)
+        Ok(self.submitted(&prepared, submitted, true)?)
     }
 
     /// A run target's child up to its submission transaction: the request
@@ -506,10 +530,11 @@ impl TaskManager {
         components: ComponentsByType,
         read: Option<RackReads>,
     ) -> Result<PreparedTask, TaskError> {
-        let (rack_components, resolved) = match read {
-            Some(read) => (read.components?, read.rule),
+        let (rack_components, rack, resolved) = match read {
+            Some(read) => (read.components?, Some(read.rack?), read.rule),
             None => (
                 self.store.components_of_racks(&[rack_id]).await?,
+                None,
                 self.resolve_rule(req.task_type, &req.information.code, rack_id, explicit)
                     .await,
             ),
@@ -577,17 +602,30 @@ impl TaskManager {
             execution_id: self.execution_id(task.id),
             lease: self.start_lease(),
         };
-        Ok(PreparedTask { task, start })
+        let components = rack.flatten().and_then(|rack| {
+            component_refs(
+                &task.components_by_type,
+                &rack_components,
+                &rack_label(&rack),
+            )
+            .ok()
+        });
+        Ok(PreparedTask {
+            task,
+            start,
+            components,
+        })
     }
 
     /// What a submission transaction answered, turned into the task id and
     /// whether a linked target was written; a running task starts here.
     fn submitted(
         self: &Arc<Self>,
-        task: &Task,
+        prepared: &PreparedTask,
         submitted: rackflow_store::StoreResult<SubmitOutcome>,
         linked: bool,
     ) -> Result<(Uuid, bool), TaskError> {
+        let task = &prepared.task;
         if !matches!(&submitted, Ok(SubmitOutcome::Inserted(stored)) if stored.status == TaskStatus::Running)
         {
             self.forget_cancel_token(task.id);
@@ -601,11 +639,11 @@ impl TaskManager {
                 Err(TaskError::RackConflict(task.rack_id))
             }
             SubmitOutcome::Inserted(stored) => {
-                tracing::info!(task_id = %stored.id, rack_id = %stored.rack_id, operation = %stored.operation(), status = %stored.status, "task submitted");
+                tracing::debug!(task_id = %stored.id, rack_id = %stored.rack_id, operation = %stored.operation(), status = %stored.status, "task submitted");
                 self.emit(&stored);
                 let id = stored.id;
                 if stored.status == TaskStatus::Running {
-                    self.spawn_run(stored, None);
+                    self.spawn_run(stored, None, prepared.components.clone());
                 }
                 Ok((id, linked))
             }
@@ -692,7 +730,7 @@ impl TaskManager {
         match self.store.task_update(task.id, &update).await {
             Ok(Some(running)) => {
                 self.emit(&running);
-                self.spawn_run(running, None);
+                self.spawn_run(running, None, None);
             }
             Ok(None) => {
                 self.forget_cancel_token(task.id);
@@ -748,7 +786,12 @@ impl TaskManager {
         }
     }
 
-    fn spawn_run(self: &Arc<Self>, task: Task, resume_from: Option<Report>) {
+    fn spawn_run(
+        self: &Arc<Self>,
+        task: Task,
+        resume_from: Option<Report>,
+        components: Option<Vec<ComponentRef>>,
+    ) {
         if self.is_durable(&task) {
             self.spawn_durable(task);
             return;
@@ -758,7 +801,7 @@ impl TaskManager {
         let task_id = task.id;
         let run = self.background.spawn("task run", async move {
             let (outcome, last_report) = manager
-                .execute(&task, resume_from, user_cancel.clone())
+                .execute(&task, resume_from, components, user_cancel.clone())
                 .await;
             // Forgotten only once the outcome is written: until then the
             // lease renewal keeps the task this process's (an outcome
@@ -779,9 +822,14 @@ impl TaskManager {
         self: &Arc<Self>,
         task: &Task,
         resume_from: Option<Report>,
+        components: Option<Vec<ComponentRef>>,
         cancel: CancellationToken,
     ) -> (Result<TaskOutcome, TaskError>, Option<serde_json::Value>) {
-        match self.prepare(task, resume_from).await {
+        let prepared = match components {
+            Some(components) => Ok(Ok(self.job(task, components, resume_from))),
+            None => self.prepare(task, resume_from).await,
+        };
+        match prepared {
             Ok(Ok(job)) => {
                 let (sink, writer) = StoreSink::start(
                     Arc::clone(&self.store),
@@ -807,37 +855,31 @@ impl TaskManager {
     ) -> Result<Result<TaskJob, TaskOutcome>, TaskError> {
         let components = self.store.components_of_racks(&[task.rack_id]).await?;
         let rack = self.store.rack_get(task.rack_id, true).await?;
-        let rack_name = rack
-            .as_ref()
-            .and_then(|r| r.external_id.clone().or(Some(r.name.clone())))
-            .unwrap_or_default();
-        let mut refs = Vec::new();
-        for (ty, ids) in task.components_by_type.iter() {
-            for id in ids {
-                let Some(component) = components.iter().find(|c| c.id == *id) else {
-                    return Ok(Err(TaskOutcome::Failed(format!(
-                        "component {id} is no longer in the inventory"
-                    ))));
-                };
-                refs.push(ComponentRef {
-                    id: *id,
-                    component_type: ty,
-                    external_id: component.external_id.clone().unwrap_or_default(),
-                    rack: rack_name.clone(),
-                });
-            }
-        }
+        let rack_name = rack.as_ref().map(rack_label).unwrap_or_default();
+        Ok(
+            component_refs(&task.components_by_type, &components, &rack_name)
+                .map(|refs| self.job(task, refs, resume_from)),
+        )
+    }
+
+    /// The executor's job for `task` on `components`.
+    fn job(
+        &self,
+        task: &Task,
+        components: Vec<ComponentRef>,
+        resume_from: Option<Report>,
+    ) -> TaskJob {
         let definition = task
             .rule_definition
             .clone()
             .unwrap_or_else(|| rule::builtin_rule(task.task_type, &task.information.code));
-        Ok(Ok(TaskJob {
+        TaskJob {
             task_id: task.id,
             information: task.information.clone(),
             definition,
-            components: refs,
+            components,
             resume_from,
-        }))
+        }
     }
 
     /// Records the outcome. A cancel by shutdown leaves the row untouched so
@@ -888,7 +930,13 @@ impl TaskManager {
         };
         match self.record_outcome(task.id, &update).await {
             Ok(true) => {
-                tracing::info!(task_id = %task.id, status = %status, message = %message, "task finished");
+                // One line per task is noise at fleet scale: completions
+                // at debug, the failures an operator looks for at info.
+                if status == TaskStatus::Completed {
+                    tracing::debug!(task_id = %task.id, status = %status, "task finished");
+                } else {
+                    tracing::info!(task_id = %task.id, status = %status, message = %message, "task finished");
+                }
                 let _ = self.events.send(TaskEvent {
                     task_id: task.id,
                     rack_id: task.rack_id,
@@ -1103,7 +1151,7 @@ impl TaskManager {
                 .clone()
                 .and_then(|r| serde_json::from_value::<Report>(r).ok());
             tracing::info!(task_id = %task.id, "resuming running task");
-            self.spawn_run(task, report);
+            self.spawn_run(task, report, None);
             return;
         }
         // Marked running but never frozen: start over from pending.
@@ -1142,6 +1190,41 @@ async fn persist_report(store: &dyn Store, task_id: Uuid, owner: &str, report: s
     if let Err(e) = store.task_update_quiet(task_id, &update).await {
         tracing::warn!(task_id = %task_id, error = %e, "report not persisted");
     }
+}
+
+/// The name the managers know a rack by: its external id, else its name.
+fn rack_label(rack: &rackflow_domain::inventory::Rack) -> String {
+    rack.external_id
+        .clone()
+        .unwrap_or_else(|| rack.name.clone())
+}
+
+/// The executor's view of a task's components, read from its rack's
+/// inventory; a component no longer there fails the task.
+fn component_refs(
+    targeted: &ComponentsByType,
+    inventory: &[rackflow_domain::inventory::Component],
+    rack: &str,
+) -> Result<Vec<ComponentRef>, TaskOutcome> {
+    let by_id: HashMap<Uuid, &rackflow_domain::inventory::Component> =
+        inventory.iter().map(|c| (c.id, c)).collect();
+    let mut refs = Vec::new();
+    for (ty, ids) in targeted.iter() {
+        for id in ids {
+            let Some(component) = by_id.get(id) else {
+                return Err(TaskOutcome::Failed(format!(
+                    "component {id} is no longer in the inventory"
+                )));
+            };
+            refs.push(ComponentRef {
+                id: *id,
+                component_type: ty,
+                external_id: component.external_id.clone().unwrap_or_default(),
+                rack: rack.to_string(),
+            });
+        }
+    }
+    Ok(refs)
 }
 
 /// Persists every report change of a running task.

@@ -444,7 +444,7 @@ async fn execute(
                     .is_some_and(|s| !s.status.is_done())
             })
             .collect();
-        tracing::info!(
+        tracing::debug!(
             stage = number,
             steps = runnable.len(),
             resuming,
@@ -487,7 +487,7 @@ async fn execute(
                 }
             })
             .await;
-        tracing::info!(stage = number, "stage completed");
+        tracing::debug!(stage = number, "stage completed");
     }
     Ok(())
 }

@@ -379,7 +379,7 @@ impl StepRun<'_, '_> {
         poll_interval: Duration,
     ) -> Result<(), ActionError> {
         let reader = self.ctx.registry.power_status(self.step.component_type)?;
-        let mut feed = reader.change_feed();
+        let mut feed = reader.change_feed(batch);
         let poll = async {
             loop {
                 mark_seen(&mut feed);
@@ -513,7 +513,7 @@ impl StepRun<'_, '_> {
             tracing::info!(component_type = %ty, "resumed firmware update: polling, not restarting");
         }
         let done_before = self.done_before(batch);
-        let mut feed = status.change_feed();
+        let mut feed = status.change_feed(batch);
         let poll = async {
             loop {
                 mark_seen(&mut feed);

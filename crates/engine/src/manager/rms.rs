@@ -40,7 +40,7 @@ use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 
 use super::{
-    ComponentManager, ComponentRef, FirmwareControl, FirmwareRequest, FirmwareState,
+    ChangeFeeds, ComponentManager, ComponentRef, FirmwareControl, FirmwareRequest, FirmwareState,
     FirmwareStatus, ManagerError, PowerControl, PowerOp, PowerState, PowerStatus,
 };
 use crate::background::Background;
@@ -106,7 +106,7 @@ pub struct RmsManager {
     client: RackManagerClient<Channel>,
     config: RmsProviderConfig,
     jobs: Arc<Mutex<HashMap<(String, String), TrackedJob>>>,
-    changes: Arc<tokio::sync::watch::Sender<u64>>,
+    changes: Arc<ChangeFeeds>,
     /// The job pollers; cancelled when the manager is dropped (it lives
     /// behind the registry's trait objects, which have no async stop).
     pollers: Background,
@@ -128,12 +128,11 @@ impl RmsManager {
             })?
             .connect_timeout(Duration::from_millis(config.connect_timeout_ms.max(1)))
             .timeout(Duration::from_millis(config.rpc_timeout_ms.max(1)));
-        let (changes, _) = tokio::sync::watch::channel(0);
         Ok(RmsManager {
             client: RackManagerClient::new(endpoint.connect_lazy()),
             config,
             jobs: Arc::default(),
-            changes: Arc::new(changes),
+            changes: Arc::default(),
             pollers: Background::new("rack-manager job pollers"),
         })
     }
@@ -240,7 +239,7 @@ impl RmsManager {
                     }
                 };
                 if changed {
-                    changes.send_modify(|n| *n += 1);
+                    changes.changed(&component.0);
                 }
                 if matches!(state, FirmwareState::Completed | FirmwareState::Failed) {
                     return;
@@ -430,8 +429,11 @@ impl FirmwareStatus for RmsManager {
             .collect())
     }
 
-    fn change_feed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        Some(self.changes.subscribe())
+    fn change_feed(
+        &self,
+        components: &[ComponentRef],
+    ) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.changes.subscribe(components)
     }
 }
 

@@ -45,7 +45,7 @@ use tokio::time::Instant;
 pub use config::{FaultEffect, FaultOperation, SimConfig, SimFault};
 
 use crate::manager::{
-    ComponentManager, ComponentRef, FirmwareControl, FirmwareRequest, FirmwareState,
+    ChangeFeeds, ComponentManager, ComponentRef, FirmwareControl, FirmwareRequest, FirmwareState,
     FirmwareStatus, ManagerError, ManagerRegistry, PowerControl, PowerOp, PowerState, PowerStatus,
 };
 use config::CallKind;
@@ -95,8 +95,8 @@ pub struct SimComponentState {
 pub struct SimFleet {
     config: SimConfig,
     inner: Mutex<Inner>,
-    /// Bumped on every simulated state change (see `change_feed`).
-    changes: tokio::sync::watch::Sender<u64>,
+    /// Bumped per rack on every simulated state change (see `change_feed`).
+    changes: Arc<ChangeFeeds>,
 }
 
 #[derive(Debug, Default)]
@@ -196,7 +196,7 @@ impl SimFleet {
         Arc::new(SimFleet {
             config,
             inner: Mutex::new(inner),
-            changes: tokio::sync::watch::Sender::new(0),
+            changes: Arc::default(),
         })
     }
 
@@ -424,7 +424,12 @@ impl PowerControl for SimFleet {
                 }
             }
         }
-        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+        let mut racks: Vec<&str> = components.iter().map(|c| c.rack.as_str()).collect();
+        racks.sort_unstable();
+        racks.dedup();
+        for rack in racks {
+            self.changes.changed(rack);
+        }
         if plan.failed.is_empty() {
             Ok(())
         } else {
@@ -439,8 +444,11 @@ impl PowerControl for SimFleet {
 
 #[async_trait]
 impl PowerStatus for SimFleet {
-    fn change_feed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        Some(self.changes.subscribe())
+    fn change_feed(
+        &self,
+        components: &[ComponentRef],
+    ) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.changes.subscribe(components)
     }
 
     async fn power_status(
@@ -504,6 +512,9 @@ impl FirmwareControl for SimFleet {
         // The start call itself always succeeds: a fault shapes the update.
         wait(plan.latency).await;
         let now = Instant::now();
+        // When each update ends, per rack: one timer task per call (not per
+        // component) tells that rack's pollers at each distinct end.
+        let mut ends: Vec<(Instant, String)> = Vec::new();
         let mut inner = self.lock();
         for (component, effect) in components.iter().zip(&plan.effects) {
             let Some(c) = inner.components.get_mut(&component.external_id) else {
@@ -527,13 +538,20 @@ impl FirmwareControl for SimFleet {
                 ended: None,
             });
             if *effect != Some(FaultEffect::Hang) {
-                // Tell pollers the moment this update ends.
-                let changes = self.changes.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep_until(now + duration).await;
-                    changes.send_modify(|n| *n = n.wrapping_add(1));
-                });
+                ends.push((now + duration, component.rack.clone()));
             }
+        }
+        drop(inner);
+        ends.sort_unstable();
+        ends.dedup();
+        if !ends.is_empty() {
+            let changes = Arc::clone(&self.changes);
+            tokio::spawn(async move {
+                for (end, rack) in ends {
+                    tokio::time::sleep_until(end).await;
+                    changes.changed(&rack);
+                }
+            });
         }
         Ok(())
     }
@@ -541,8 +559,11 @@ impl FirmwareControl for SimFleet {
 
 #[async_trait]
 impl FirmwareStatus for SimFleet {
-    fn change_feed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        Some(self.changes.subscribe())
+    fn change_feed(
+        &self,
+        components: &[ComponentRef],
+    ) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.changes.subscribe(components)
     }
 
     async fn firmware_status(

@@ -294,3 +294,31 @@ async fn registry_covers_every_type_with_all_capabilities() {
         );
     }
 }
+
+/// A finished update wakes the pollers of its own rack at its end, and
+/// not those of another rack (one fleet-wide feed woke every poller).
+#[tokio::test(start_paused = true)]
+async fn update_end_wakes_only_its_racks_pollers() {
+    let fleet = SimFleet::new(SimConfig {
+        firmware_update_ms: 1000,
+        jitter: 0.0,
+        ..SimConfig::default()
+    });
+    let a = [comp(ComponentType::Compute, "a-1", "rack-a")];
+    let b = [comp(ComponentType::Compute, "b-1", "rack-b")];
+    let request = FirmwareRequest {
+        target_version: "2.0.0".into(),
+        ..FirmwareRequest::default()
+    };
+    let mut feed_a = FirmwareStatus::change_feed(fleet.as_ref(), &a).unwrap();
+    let feed_b = FirmwareStatus::change_feed(fleet.as_ref(), &b).unwrap();
+    let start = Instant::now();
+    fleet.firmware_start(&a, &request).await.unwrap();
+    feed_a.changed().await.unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(1000));
+    assert_eq!(
+        fleet.firmware_status(&a).await.unwrap()["a-1"],
+        FirmwareState::Completed
+    );
+    assert!(!feed_b.has_changed().unwrap());
+}
