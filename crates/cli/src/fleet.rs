@@ -553,9 +553,121 @@ pub async fn run_import(server: &str, path: &Path, output: OutputFormat) -> anyh
     Ok(())
 }
 
+/// Racks per `ImportRacks` message: a GB200 rack of 35 components is ~7 KB
+/// on the wire, so a batch stays well under the 4 MiB message limit.
+const IMPORT_BATCH: usize = 100;
+/// Batches per `ImportRacks` call: each call is bounded by the client's
+/// request deadline.
+const IMPORT_BATCHES_PER_CALL: usize = 10;
+/// `ImportRacks` calls at once.
+const IMPORT_CALLS_IN_FLIGHT: usize = 2;
+
 /// Creates the racks of `fleet` whose external id the server does not know
 /// yet and skips the others; with `print`, one line per rack on stdout.
+/// Batches of [`IMPORT_BATCH`] racks, each one transaction on the server
+/// (`FlowExtensions.ImportRacks`); a server without that RPC gets the racks
+/// one by one (`GetRackInfoById`, `CreateExpectedRack`).
 pub async fn import_fleet(
+    flow: &mut client::Flow,
+    fleet: &FleetFile,
+    print: bool,
+) -> anyhow::Result<ImportSummary> {
+    let mut summary = ImportSummary::default();
+    let calls: Vec<&[FleetRack]> = fleet
+        .racks
+        .chunks(IMPORT_BATCH * IMPORT_BATCHES_PER_CALL)
+        .collect();
+    // Two calls in flight: the server converts one call's racks while the
+    // database writes the other's (SQLite has one writer; the conversion
+    // is the other half of an import's time).
+    let mut in_flight = tokio::task::JoinSet::new();
+    let mut answers: Vec<Option<Result<v1::ImportRacksResponse, tonic::Status>>> =
+        (0..calls.len()).map(|_| None).collect();
+    let mut next = 0;
+    let mut done = 0;
+    while done < calls.len() {
+        while next < calls.len() && in_flight.len() < IMPORT_CALLS_IN_FLIGHT {
+            let batches: Vec<v1::ImportRacksRequest> = calls[next]
+                .chunks(IMPORT_BATCH)
+                .map(|batch| v1::ImportRacksRequest {
+                    racks: batch.iter().map(to_proto_rack).collect(),
+                })
+                .collect();
+            let mut client = flow.extensions().clone();
+            let call = next;
+            in_flight.spawn(async move {
+                let answer = client.import_racks(tokio_stream::iter(batches)).await;
+                (call, answer.map(tonic::Response::into_inner))
+            });
+            next += 1;
+        }
+        let Some(joined) = in_flight.join_next().await else {
+            break;
+        };
+        let (call, answer) = joined.context("import call")?;
+        answers[call] = Some(answer);
+        // Answers are used in file order, as soon as every earlier one is in.
+        while let Some(Some(answer)) = answers.get_mut(done).map(Option::take) {
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(status) if status.code() == tonic::Code::Unimplemented && done == 0 => {
+                    in_flight.abort_all();
+                    return import_fleet_one_by_one(flow, fleet, print).await;
+                }
+                Err(status) => {
+                    let first = done * IMPORT_BATCH * IMPORT_BATCHES_PER_CALL;
+                    return Err(anyhow::Error::new(status).context(format!(
+                        "import racks {}..{} of {}",
+                        first + 1,
+                        first + calls[done].len(),
+                        fleet.racks.len()
+                    )));
+                }
+            };
+            done += 1;
+            summary.add(answer, print);
+        }
+    }
+    Ok(summary)
+}
+
+impl ImportSummary {
+    /// One `ImportRacks` answer, printed rack by rack with `print`.
+    fn add(&mut self, answer: v1::ImportRacksResponse, print: bool) {
+        for imported in answer.racks {
+            let rack = ImportedRack {
+                external_id: imported.external_id,
+                name: imported.name,
+                id: imported.id.map(|u| u.id).unwrap_or_default(),
+            };
+            if imported.created {
+                if print {
+                    crate::outln!(
+                        "created {} ({}) as {}",
+                        rack.name,
+                        rack.external_id,
+                        rack.id
+                    );
+                }
+                self.created.push(rack);
+            } else {
+                if print {
+                    crate::outln!(
+                        "skipped {} ({}): already exists as {}",
+                        rack.name,
+                        rack.external_id,
+                        rack.id
+                    );
+                }
+                self.skipped.push(rack);
+            }
+        }
+    }
+}
+
+/// [`import_fleet`] against a server without `ImportRacks`: a lookup and a
+/// create per rack.
+async fn import_fleet_one_by_one(
     flow: &mut client::Flow,
     fleet: &FleetFile,
     print: bool,

@@ -12,7 +12,9 @@ use rackflow_domain::target::{ComponentTarget, TargetSpec};
 use rackflow_domain::task::Task;
 use uuid::Uuid;
 
-use rackflow_store::{ComponentFilterQuery, ComponentPatch, RackFilter, Store, TaskFilter};
+use rackflow_store::{
+    ComponentFilterQuery, ComponentPatch, RackFilter, RackImport, Store, TaskFilter,
+};
 
 use crate::error::EngineError;
 use crate::resolve;
@@ -68,6 +70,28 @@ impl InventoryManager {
         self.store.rack_create(rack, components).await?;
         tracing::info!(rack_id = %rack.id, name = %rack.name, components = components.len(), "rack created");
         Ok(())
+    }
+
+    /// Creates the racks of a batch whose external id is new and skips the
+    /// others, in one transaction ([`Store::racks_import`]); answers per
+    /// rack, in order.
+    pub async fn import_racks(
+        &self,
+        racks: &[(Rack, Vec<Component>)],
+    ) -> Result<Vec<RackImport>, EngineError> {
+        let outcome = self.store.racks_import(racks).await?;
+        let created = outcome
+            .iter()
+            .filter(|o| matches!(o, RackImport::Created(_)))
+            .count();
+        tracing::info!(
+            racks = racks.len(),
+            created,
+            skipped = racks.len() - created,
+            components = racks.iter().map(|(_, c)| c.len()).sum::<usize>(),
+            "rack batch imported"
+        );
+        Ok(outcome)
     }
 
     /// One rack, with its components when `with_components`.

@@ -23,8 +23,8 @@ pub mod tasks;
 /// depends on the store crate itself.
 pub mod store {
     pub use rackflow_store::{
-        ComponentFilterQuery, ComponentPatch, DbTarget, RackFilter, ScheduleFilter, Store,
-        StoreError, TaskFilter, open_store,
+        ComponentFilterQuery, ComponentPatch, DbTarget, RackFilter, RackImport, ScheduleFilter,
+        Store, StoreError, TaskFilter, open_store,
     };
 }
 

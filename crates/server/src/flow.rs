@@ -381,4 +381,22 @@ impl FlowExtensions for FlowService {
         let req = req.into_inner();
         reply(rpc::watch::watch(&self.watches, &self.runs, &self.dispatcher, req).await)
     }
+
+    async fn import_racks(
+        &self,
+        req: Request<tonic::Streaming<pb::ImportRacksRequest>>,
+    ) -> Reply<pb::ImportRacksResponse> {
+        let mut stream = req.into_inner();
+        let mut answer = pb::ImportRacksResponse::default();
+        while let Some(batch) = stream.message().await? {
+            let offset = answer.racks.len();
+            if let Err(e) =
+                rpc::inventory::import_racks_batch(&self.inventory, batch, offset, &mut answer)
+                    .await
+            {
+                return reply(Err(e));
+            }
+        }
+        Ok(Response::new(answer))
+    }
 }

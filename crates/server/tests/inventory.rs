@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 both_stores!(
     racks_create_get_list_delete,
+    import_racks_in_batches,
     components_add_list_patch,
     version_health_and_reflection,
 );
@@ -217,6 +218,122 @@ async fn racks_create_get_list_delete(backend: Backend) {
     assert_eq!(preview.targets.len(), 1);
     assert_eq!(preview.targets[0].rack_external_id, "r-0002");
     s.stop().await;
+}
+
+async fn import_racks_in_batches(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    let mut extensions = s.extensions();
+    s.client
+        .create_expected_rack(pb::CreateExpectedRackRequest {
+            rack: Some(rack(2, None, 1)),
+        })
+        .await
+        .expect("create");
+    let batches = vec![
+        pb::ImportRacksRequest {
+            racks: (1..=3).map(|n| rack(n, None, 2)).collect(),
+        },
+        pb::ImportRacksRequest {
+            racks: (4..=5).map(|n| rack(n, None, 2)).collect(),
+        },
+    ];
+    let answer = extensions
+        .import_racks(tokio_stream::iter(batches.clone()))
+        .await
+        .expect("import")
+        .into_inner();
+    assert_eq!((answer.created, answer.skipped), (4, 1));
+    let created: Vec<(String, bool)> = answer
+        .racks
+        .iter()
+        .map(|r| (r.external_id.clone(), r.created))
+        .collect();
+    assert_eq!(
+        created,
+        [
+            ("r-0001".to_string(), true),
+            ("r-0002".to_string(), false),
+            ("r-0003".to_string(), true),
+            ("r-0004".to_string(), true),
+            ("r-0005".to_string(), true),
+        ]
+    );
+    // Imported racks read back with their components.
+    let id = answer.racks[3].id.clone();
+    let got = s
+        .client
+        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
+            id,
+            with_components: true,
+        })
+        .await
+        .expect("get")
+        .into_inner()
+        .rack
+        .expect("rack");
+    assert_eq!(got.components.len(), 4);
+    assert_eq!(got.external_id, "r-0004");
+
+    // Again: nothing new.
+    let again = extensions
+        .import_racks(tokio_stream::iter(batches))
+        .await
+        .expect("again")
+        .into_inner();
+    assert_eq!((again.created, again.skipped), (0, 5));
+
+    // A rack that does not validate is named by its place in the stream;
+    // its batch is not written, the batch before it is.
+    let mut nameless = rack(8, None, 1);
+    nameless.info.as_mut().unwrap().name = String::new();
+    let err = extensions
+        .import_racks(tokio_stream::iter(vec![
+            pb::ImportRacksRequest {
+                racks: vec![rack(6, None, 1)],
+            },
+            pb::ImportRacksRequest {
+                racks: vec![rack(7, None, 1), nameless],
+            },
+        ]))
+        .await
+        .expect_err("nameless");
+    assert_eq!(
+        (err.code(), err.message()),
+        (
+            Code::InvalidArgument,
+            r#"racks[2] (external id "r-0008"): rack.info.name is required"#
+        )
+    );
+    let exists = |ext: &str| pb::GetRackInfoByIdRequest {
+        id: Some(pb::Uuid { id: ext.into() }),
+        with_components: false,
+    };
+    s.client
+        .get_rack_info_by_id(exists("r-0006"))
+        .await
+        .expect("r-0006 imported");
+    let err = s
+        .client
+        .get_rack_info_by_id(exists("r-0007"))
+        .await
+        .expect_err("r-0007");
+    assert_eq!(err.code(), Code::NotFound);
+
+    // Batches are bounded.
+    let err = extensions
+        .import_racks(tokio_stream::iter(vec![pb::ImportRacksRequest {
+            racks: (0..1001).map(|n| rack(100 + n, None, 0)).collect(),
+        }]))
+        .await
+        .expect_err("too many");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().contains("at most 1000 racks"),
+        "{}",
+        err.message()
+    );
 }
 
 async fn components_add_list_patch(backend: Backend) {

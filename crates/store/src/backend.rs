@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::sql::{RowReader, Sql};
 use crate::{
-    CancelFeed, ComponentFilterQuery, ComponentPatch, LockMode, RackFilter, RunLock,
+    CancelFeed, ComponentFilterQuery, ComponentPatch, LockMode, RackFilter, RackImport, RunLock,
     ScheduleFilter, ScheduleLock, Store, StoreResult, SubmitDecision, SubmitOutcome, TaskFilter,
     TaskLease, TaskTransition, TaskUpdate, inventory, rules, runs, schedules, tasks,
 };
@@ -105,7 +105,8 @@ pub(crate) async fn fetch_count<B: Backend>(backend: &B, sql: Sql) -> StoreResul
 }
 
 /// Implements [`Backend`] for a store type holding `pool: sqlx::Pool<$db>`,
-/// plus the transaction type `$tx` for it. `$bind` binds a `Vec<Arg>` to a
+/// plus the transaction type `$tx` for it. `$prepare` rewrites a statement
+/// for the dialect (its placeholders), `$bind` binds a `Vec<Arg>` to a
 /// query in the dialect's encoding, `$begin` is the statement that opens a
 /// write transaction, `$like` builds a case-sensitive match.
 macro_rules! sqlx_backend {
@@ -115,6 +116,7 @@ macro_rules! sqlx_backend {
         row: $row:ty,
         tx: $tx:ident,
         dialect: $dialect:literal,
+        prepare: $prepare:path,
         bind: $bind:path,
         begin: $begin:literal,
         like: $like:path,
@@ -140,7 +142,7 @@ macro_rules! sqlx_backend {
             type Row = $row;
 
             async fn execute(&mut self, sql: $crate::sql::Sql) -> Result<u64, sqlx::Error> {
-                let $crate::sql::Sql { text, args } = sql;
+                let $crate::sql::Sql { text, args } = $prepare(sql);
                 Ok($bind(sqlx::query(&text), args)
                     .execute(&mut *self.tx)
                     .await?
@@ -148,7 +150,7 @@ macro_rules! sqlx_backend {
             }
 
             async fn fetch_all(&mut self, sql: $crate::sql::Sql) -> Result<Vec<$row>, sqlx::Error> {
-                let $crate::sql::Sql { text, args } = sql;
+                let $crate::sql::Sql { text, args } = $prepare(sql);
                 $bind(sqlx::query(&text), args)
                     .fetch_all(&mut *self.tx)
                     .await
@@ -171,7 +173,7 @@ macro_rules! sqlx_backend {
             type Tx = $tx;
 
             async fn fetch_all(&self, sql: $crate::sql::Sql) -> Result<Vec<$row>, sqlx::Error> {
-                let $crate::sql::Sql { text, args } = sql;
+                let $crate::sql::Sql { text, args } = $prepare(sql);
                 let _gate = match $write_gate(self) {
                     Some(gate) if $crate::sql::is_write(&text) => Some(gate.lock().await),
                     _ => None,
@@ -237,6 +239,10 @@ impl<B: Backend> Store for B {
 
     async fn rack_create(&self, rack: &Rack, components: &[Component]) -> StoreResult<()> {
         inventory::rack_create(self, rack, components).await
+    }
+
+    async fn racks_import(&self, racks: &[(Rack, Vec<Component>)]) -> StoreResult<Vec<RackImport>> {
+        inventory::racks_import(self, racks).await
     }
 
     async fn rack_get(&self, id: Uuid, include_deleted: bool) -> StoreResult<Option<Rack>> {

@@ -22,7 +22,9 @@ use crate::backend::{Backend, Txn, fetch_count};
 use crate::sql::{
     Conditions, RowReader, Sql, UniqueKey, non_empty, now, opt_non_empty, to_json, write_error,
 };
-use crate::{ComponentFilterQuery, ComponentPatch, RackFilter, StoreError, StoreResult};
+use crate::{
+    ComponentFilterQuery, ComponentPatch, RackFilter, RackImport, StoreError, StoreResult,
+};
 
 const RACK_COLUMNS: &str = "id, name, manufacturer, serial_number, model, description, location, \
      external_id, nvldomain_id, created_at, updated_at, deleted_at";
@@ -202,6 +204,156 @@ pub(crate) async fn rack_create<B: Backend>(
         insert_component(&mut tx, component, Some(rack.id), now).await?;
     }
     tx.commit().await?;
+    Ok(())
+}
+
+/// Rows per multi-row `INSERT`: about 1,000 arguments per statement, few
+/// round trips per batch with statements of moderate size.
+const RACK_INSERT_CHUNK: usize = 100; // 10 arguments each
+const COMPONENT_INSERT_CHUNK: usize = 64; // 15 arguments each
+const BMC_INSERT_CHUNK: usize = 250; // 4 arguments each
+
+/// [`crate::Store::racks_import`]: one transaction, the existing racks found
+/// with one query per [`ID_CHUNK`] external ids, the new rows written with
+/// multi-row inserts. A write error (a duplicate serial, component external
+/// id or MAC) rolls the batch back, and the batch is then created rack by
+/// rack so that the error names the rack that broke it.
+pub(crate) async fn racks_import<B: Backend>(
+    backend: &B,
+    racks: &[(Rack, Vec<Component>)],
+) -> StoreResult<Vec<RackImport>> {
+    let mut outcome = Vec::with_capacity(racks.len());
+    let mut tx = backend.begin().await?;
+    let external_ids: Vec<&str> = racks
+        .iter()
+        .filter_map(|(r, _)| r.external_id.as_deref().filter(|e| !e.is_empty()))
+        .collect();
+    let mut known: HashMap<String, Uuid> = HashMap::new();
+    for chunk in external_ids.chunks(ID_CHUNK) {
+        let mut sql = Sql::new(
+            "SELECT id, external_id FROM rack WHERE deleted_at IS NULL AND external_id IN ",
+        );
+        let list = sql.bind_list(chunk.iter().copied());
+        sql.push(&list);
+        for row in tx.fetch_all(sql).await? {
+            known.insert(row.text("external_id")?, row.uuid("id")?);
+        }
+    }
+    let mut new: Vec<&(Rack, Vec<Component>)> = Vec::new();
+    for entry in racks {
+        let external_id = entry.0.external_id.as_deref().filter(|e| !e.is_empty());
+        match external_id.and_then(|e| known.get(e)) {
+            Some(id) => outcome.push(RackImport::Existing(*id)),
+            None => {
+                if let Some(e) = external_id {
+                    // A second rack with the same external id in one batch
+                    // is the first one again.
+                    known.insert(e.to_string(), entry.0.id);
+                }
+                outcome.push(RackImport::Created(entry.0.id));
+                new.push(entry);
+            }
+        }
+    }
+    match insert_racks(&mut tx, &new).await {
+        Ok(()) => {
+            tx.commit().await?;
+            Ok(outcome)
+        }
+        Err(batch_error) => {
+            drop(tx);
+            for (rack, components) in new {
+                rack_create(backend, rack, components).await?;
+            }
+            // Every rack went in on its own: the batch's error was not one
+            // a single rack reproduces (should not happen).
+            Err(batch_error)
+        }
+    }
+}
+
+/// The rows of `racks`, their components and BMCs, in multi-row inserts.
+async fn insert_racks<T: Txn>(tx: &mut T, racks: &[&(Rack, Vec<Component>)]) -> StoreResult<()> {
+    let now = now();
+    for chunk in racks.chunks(RACK_INSERT_CHUNK) {
+        let mut sql = Sql::new(format!("INSERT INTO rack ({RACK_COLUMNS}) VALUES "));
+        for (i, (rack, _)) in chunk.iter().enumerate() {
+            if i > 0 {
+                sql.push(", ");
+            }
+            let location = to_json("rack.location", &rack.location)?;
+            let values = [
+                sql.bind(rack.id),
+                sql.bind(rack.name.as_str()),
+                sql.bind(rack.manufacturer.as_str()),
+                sql.bind(rack.serial_number.as_str()),
+                sql.bind(opt_non_empty(&rack.model)),
+                sql.bind(opt_non_empty(&rack.description)),
+                sql.bind(location),
+                sql.bind(opt_non_empty(&rack.external_id)),
+                sql.bind(rack.nvl_domain_id),
+                sql.bind(now),
+            ];
+            sql.push(&format!("({}, {}, NULL)", values.join(", "), values[9]));
+        }
+        tx.execute(sql).await?;
+    }
+    let components: Vec<(Uuid, &Component)> = racks
+        .iter()
+        .flat_map(|(rack, components)| components.iter().map(|c| (rack.id, c)))
+        .collect();
+    for chunk in components.chunks(COMPONENT_INSERT_CHUNK) {
+        let mut sql = Sql::new(format!(
+            "INSERT INTO component ({COMPONENT_COLUMNS}) VALUES "
+        ));
+        for (i, (rack_id, c)) in chunk.iter().enumerate() {
+            if i > 0 {
+                sql.push(", ");
+            }
+            let values = [
+                sql.bind(c.id),
+                // The components of a rack belong to it, whatever their
+                // own field says.
+                sql.bind(*rack_id),
+                sql.bind(c.component_type.name()),
+                sql.bind(c.name.as_str()),
+                sql.bind(c.manufacturer.as_str()),
+                sql.bind(opt_non_empty(&c.model)),
+                sql.bind(c.serial_number.as_str()),
+                sql.bind(opt_non_empty(&c.description)),
+                sql.bind(c.firmware_version.as_str()),
+                sql.bind(c.position.slot_id),
+                sql.bind(c.position.tray_idx),
+                sql.bind(c.position.host_id),
+                sql.bind(opt_non_empty(&c.external_id)),
+                sql.bind(opt_non_empty(&c.power_state)),
+                sql.bind(now),
+            ];
+            sql.push(&format!("({}, {}, NULL)", values.join(", "), values[14]));
+        }
+        tx.execute(sql).await?;
+    }
+    let bmcs: Vec<(Uuid, &Bmc)> = components
+        .iter()
+        .flat_map(|(_, c)| c.bmcs.iter().map(|b| (c.id, b)))
+        .collect();
+    for chunk in bmcs.chunks(BMC_INSERT_CHUNK) {
+        let mut sql =
+            Sql::new("INSERT INTO bmc (mac_address, type, component_id, ip_address) VALUES ");
+        for (i, (component_id, bmc)) in chunk.iter().enumerate() {
+            if i > 0 {
+                sql.push(", ");
+            }
+            let values = [
+                sql.bind(mac_key(&bmc.mac_address)),
+                sql.bind(bmc.bmc_type.name()),
+                sql.bind(*component_id),
+                sql.bind(opt_non_empty(&bmc.ip_address)),
+            ];
+            sql.push(&format!("({})", values.join(", ")));
+        }
+        tx.execute(sql).await?;
+    }
     Ok(())
 }
 

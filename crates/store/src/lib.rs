@@ -144,6 +144,16 @@ pub trait CancelFeed: Send {
     async fn next(&mut self) -> StoreResult<Uuid>;
 }
 
+/// What [`Store::racks_import`] did with one rack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RackImport {
+    /// Created with this id (the one the caller gave it).
+    Created(Uuid),
+    /// A rack with the same external id exists (or came earlier in the
+    /// batch); nothing was written for this one.
+    Existing(Uuid),
+}
+
 /// What [`Store::task_submit`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SubmitOutcome {
@@ -268,6 +278,14 @@ pub trait Store: Send + Sync + 'static {
     /// the field; nothing is written then. The components are stored with
     /// `rack_id = rack.id` whatever their own `rack_id` says.
     async fn rack_create(&self, rack: &Rack, components: &[Component]) -> StoreResult<()>;
+
+    /// Creates the racks (with components and BMCs) whose external id names
+    /// no rack yet, in one transaction with multi-row inserts, and answers
+    /// per rack, in order, whether it was created or found. A rack without
+    /// an external id is always created. A unique violation names the rack
+    /// that caused it ([`Store::rack_create`]'s error); the racks before it
+    /// in the batch are then created, the rest not.
+    async fn racks_import(&self, racks: &[(Rack, Vec<Component>)]) -> StoreResult<Vec<RackImport>>;
 
     /// A rack by id (soft-deleted ones only when `include_deleted`).
     async fn rack_get(&self, id: Uuid, include_deleted: bool) -> StoreResult<Option<Rack>>;

@@ -62,6 +62,7 @@ sqlx_backend! {
     row: PgRow,
     tx: PgTx,
     dialect: "postgres",
+    prepare: std::convert::identity,
     bind: bind_all,
     begin: "BEGIN",
     like: like_match,

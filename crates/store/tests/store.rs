@@ -37,9 +37,9 @@ use rackflow_domain::run::{
 use rackflow_domain::target::{ComponentFilter, RackIdentifier, RackTarget, TargetSpec};
 use rackflow_domain::task::{QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages};
 use rackflow_store::{
-    ComponentFilterQuery, ComponentPatch, DbTarget, LockMode, PgStore, RackFilter, RunLock,
-    SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject, TaskFilter,
-    TaskLease, TaskStart, TaskTransition, TaskUpdate, open_store,
+    ComponentFilterQuery, ComponentPatch, DbTarget, LockMode, PgStore, RackFilter, RackImport,
+    RunLock, SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject,
+    TaskFilter, TaskLease, TaskStart, TaskTransition, TaskUpdate, open_store,
 };
 use rackflow_testkit::db::TestDatabase;
 use uuid::Uuid;
@@ -174,6 +174,8 @@ both_dialects!(
     rack_list_orders_pages_and_filters,
     rack_soft_delete_cascades_to_components,
     rack_create_conflicts_write_nothing,
+    racks_import_creates_the_new_and_finds_the_known,
+    racks_import_names_the_rack_that_breaks_a_batch,
     component_create_list_and_filters,
     component_patch_updates_fields_and_upserts_bmcs,
     run_create_and_get_round_trip,
@@ -686,6 +688,114 @@ async fn rack_soft_delete_cascades_to_components(db: &Db) {
     let mut again = rack(3, "rack-a2", None);
     again.serial_number = a.serial_number.clone();
     store.rack_create(&again, &[]).await.unwrap();
+}
+
+async fn racks_import_creates_the_new_and_finds_the_known(db: &Db) {
+    let store = db.store();
+    store
+        .rack_create(&rack(1, "known", Some("r-1")), &[])
+        .await
+        .unwrap();
+
+    let mut c21 = component(21, None, ComponentType::Compute, "c-21", Some("m-21"));
+    c21.bmcs = vec![
+        bmc("AA-BB-CC-DD-EE-21", BmcType::Host, Some("10.0.0.21")),
+        bmc("aa:bb:cc:dd:ee:22", BmcType::Dpu, None),
+    ];
+    let c22 = component(22, None, ComponentType::NvSwitch, "c-22", Some("m-22"));
+    let batch = vec![
+        (rack(2, "new", Some("r-2")), vec![c21.clone(), c22.clone()]),
+        (rack(3, "known again", Some("r-1")), vec![]),
+        (rack(4, "no external id", None), vec![]),
+        (rack(5, "new again", Some("r-2")), vec![]),
+    ];
+    let outcome = store.racks_import(&batch).await.unwrap();
+    assert_eq!(
+        outcome,
+        vec![
+            RackImport::Created(id(2)),
+            RackImport::Existing(id(1)),
+            RackImport::Created(id(4)),
+            RackImport::Existing(id(2)),
+        ]
+    );
+    assert_eq!(db.count("rack").await, 3);
+    assert_eq!(db.count("bmc").await, 2);
+
+    // Read back as a rack created on its own would be.
+    let got = store.rack_get(id(2), false).await.unwrap().unwrap();
+    assert_eq!(
+        (got.name.as_str(), got.external_id.as_deref()),
+        ("new", Some("r-2"))
+    );
+    assert_eq!(got.location, rack(2, "new", None).location);
+    assert_eq!(got.nvl_domain_id, Some(id(0xD0_0002)));
+    let components = store.components_of_racks(&[id(2)]).await.unwrap();
+    assert_eq!(components.len(), 2);
+    for (read, written) in components.iter().zip([&c21, &c22]) {
+        assert_eq!(read.id, written.id);
+        assert_eq!(read.rack_id, Some(id(2)));
+        assert_eq!(read.component_type, written.component_type);
+        assert_eq!(read.external_id, written.external_id);
+        assert_eq!(read.position, written.position);
+        assert_eq!(read.power_state, written.power_state);
+        assert_eq!(read.firmware_version, written.firmware_version);
+    }
+    let macs: Vec<&str> = components[0]
+        .bmcs
+        .iter()
+        .map(|b| b.mac_address.as_str())
+        .collect();
+    assert_eq!(macs, ["aa:bb:cc:dd:ee:21", "aa:bb:cc:dd:ee:22"]);
+
+    // The racks with an external id again: nothing new.
+    let known: Vec<_> = batch
+        .into_iter()
+        .filter(|(r, _)| r.external_id.is_some())
+        .collect();
+    let again = store.racks_import(&known).await.unwrap();
+    assert_eq!(
+        again,
+        vec![
+            RackImport::Existing(id(2)),
+            RackImport::Existing(id(1)),
+            RackImport::Existing(id(2)),
+        ]
+    );
+    assert_eq!(db.count("rack").await, 3);
+    assert_eq!(db.count("component").await, 2);
+}
+
+async fn racks_import_names_the_rack_that_breaks_a_batch(db: &Db) {
+    let store = db.store();
+    let taken = component(11, None, ComponentType::Compute, "c-11", Some("m-1"));
+    store
+        .rack_create(&rack(1, "first", Some("r-1")), &[taken])
+        .await
+        .unwrap();
+    let batch = vec![
+        (rack(2, "fine", Some("r-2")), vec![]),
+        (
+            rack(3, "clash", Some("r-3")),
+            vec![component(
+                31,
+                None,
+                ComponentType::Compute,
+                "c-31",
+                Some("m-1"),
+            )],
+        ),
+        (rack(4, "after", Some("r-4")), vec![]),
+    ];
+    assert_eq!(
+        already_exists(store.racks_import(&batch).await.map(|_| ())),
+        r#"component type "Compute" external_id "m-1""#
+    );
+    // The racks before the one that broke the batch are in, it and the
+    // rest are not: importing again goes on from there.
+    assert!(store.rack_get(id(2), false).await.unwrap().is_some());
+    assert_eq!(store.rack_get(id(3), true).await.unwrap(), None);
+    assert_eq!(store.rack_get(id(4), true).await.unwrap(), None);
 }
 
 async fn rack_create_conflicts_write_nothing(db: &Db) {

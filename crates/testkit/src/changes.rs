@@ -17,9 +17,9 @@ use rackflow_domain::rule::{OperationRule, RackRuleAssociation, RuleDefinition};
 use rackflow_domain::run::{OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery};
 use rackflow_domain::task::{Task, TaskStatus, TaskType};
 use rackflow_store::{
-    ComponentFilterQuery, ComponentPatch, LockMode, RackFilter, RunLock, ScheduleFilter,
-    ScheduleLock, Store, StoreResult, SubmitDecision, SubmitOutcome, TaskFilter, TaskTransition,
-    TaskUpdate,
+    ComponentFilterQuery, ComponentPatch, LockMode, RackFilter, RackImport, RunLock,
+    ScheduleFilter, ScheduleLock, Store, StoreResult, SubmitDecision, SubmitOutcome, TaskFilter,
+    TaskTransition, TaskUpdate,
 };
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -175,6 +175,12 @@ impl Store for ObservedStore {
 
     async fn rack_create(&self, rack: &Rack, components: &[Component]) -> StoreResult<()> {
         let result = self.inner.rack_create(rack, components).await;
+        self.changed();
+        result
+    }
+
+    async fn racks_import(&self, racks: &[(Rack, Vec<Component>)]) -> StoreResult<Vec<RackImport>> {
+        let result = self.inner.racks_import(racks).await;
         self.changed();
         result
     }

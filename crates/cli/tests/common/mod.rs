@@ -154,6 +154,11 @@ impl ServeProcess {
         server
     }
 
+    /// The process id (0 once killed).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
     /// Whether the process is running (not killed).
     pub fn is_running(&self) -> bool {
         self.child.is_some()

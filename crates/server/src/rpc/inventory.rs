@@ -3,6 +3,7 @@
 
 use rackflow_api::v1 as pb;
 use rackflow_engine::inventory::InventoryManager;
+use rackflow_engine::store::RackImport;
 
 use super::ApiResult;
 use crate::convert::{self, pb_uuid, wire_count};
@@ -16,6 +17,59 @@ pub(crate) async fn create_expected_rack(
     Ok(pb::CreateExpectedRackResponse {
         id: Some(pb_uuid(rack.id)),
     })
+}
+
+/// Racks per `ImportRacks` message at most.
+pub(crate) const MAX_IMPORT_BATCH: usize = 1000;
+
+/// One `ImportRacks` batch: every rack validated first (the error names it
+/// by its place in the stream), then written in one transaction.
+pub(crate) async fn import_racks_batch(
+    inventory: &InventoryManager,
+    req: pb::ImportRacksRequest,
+    offset: usize,
+    answer: &mut pb::ImportRacksResponse,
+) -> ApiResult<()> {
+    if req.racks.len() > MAX_IMPORT_BATCH {
+        return Err(convert::Invalid(format!(
+            "an ImportRacks message holds at most {MAX_IMPORT_BATCH} racks, got {}",
+            req.racks.len()
+        ))
+        .into());
+    }
+    let racks = req
+        .racks
+        .iter()
+        .enumerate()
+        .map(|(i, rack)| {
+            convert::new_rack(Some(rack)).map_err(|e| {
+                convert::Invalid(format!(
+                    "racks[{}] (external id {:?}): {e}",
+                    offset + i,
+                    rack.external_id
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let outcome = inventory.import_racks(&racks).await?;
+    for ((rack, _), done) in racks.iter().zip(outcome) {
+        let (id, created) = match done {
+            RackImport::Created(id) => (id, true),
+            RackImport::Existing(id) => (id, false),
+        };
+        if created {
+            answer.created += 1;
+        } else {
+            answer.skipped += 1;
+        }
+        answer.racks.push(pb::ImportedRack {
+            external_id: rack.external_id.clone().unwrap_or_default(),
+            name: rack.name.clone(),
+            id: Some(pb_uuid(id)),
+            created,
+        });
+    }
+    Ok(())
 }
 
 pub(crate) async fn get_rack_info_by_id(
