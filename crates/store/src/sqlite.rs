@@ -65,10 +65,17 @@ impl SqliteStore {
             // journal (to undo just that statement); on disk it was a fifth
             // of a fleet import's time.
             .pragma("temp_store", "memory")
-            // 16 MiB of page cache per connection (the default is 2 MiB,
+            // 32 MiB of page cache per connection (the default is 2 MiB,
             // which a 10,000-rack inventory outgrows: each child task's
-            // rack read went to the file).
-            .pragma("cache_size", "-16384")
+            // rack read went to the file), and up to 256 MiB of the file
+            // mapped so that reads share the OS page cache instead of
+            // copying it. Measured with `cargo bench -p rackflow --bench
+            // fleet -- r10000`: without the mapping and with 16 MiB, the
+            // import took 52 s instead of 41 s, CreateOperationRun 5.6 s
+            // instead of 3.6 s, the makespan 3.95 instead of 3.06 × ideal
+            // (peak RSS 416 MiB instead of 925 MiB: mapped pages count).
+            .pragma("cache_size", "-32768")
+            .pragma("mmap_size", "268435456")
             .foreign_keys(true)
             .busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new()
