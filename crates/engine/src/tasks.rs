@@ -467,7 +467,7 @@ impl TaskManager {
         self.cancel_token(prepared.task.id);
         let decide = |unfinished: &[Task]| prepared.decide(unfinished);
         let submitted = self.store.task_submit(&prepared.task, &decide).await;
-        Ok(self.submitted(&prepared, submitted, false)?.0)
+        Ok(self.submitted(prepared, submitted, false)?.0)
     }
 
     /// An operation run target's child task (§3.7): prepared (target, rule,
@@ -489,7 +489,7 @@ impl TaskManager {
             .store
             .task_submit_for_target(&prepared.task, &decide, &linked)
             .await;
-        Ok(self.submitted(&prepared, submitted, true)?)
+        Ok(self.submitted(prepared, submitted, true)?)
     }
 
     /// A run target's child up to its submission transaction: the request
@@ -621,7 +621,7 @@ impl TaskManager {
     /// whether a linked target was written; a running task starts here.
     fn submitted(
         self: &Arc<Self>,
-        prepared: &PreparedTask,
+        prepared: PreparedTask,
         submitted: rackflow_store::StoreResult<SubmitOutcome>,
         linked: bool,
     ) -> Result<(Uuid, bool), TaskError> {
@@ -643,7 +643,7 @@ impl TaskManager {
                 self.emit(&stored);
                 let id = stored.id;
                 if stored.status == TaskStatus::Running {
-                    self.spawn_run(stored, None, prepared.components.clone());
+                    self.spawn_run(stored, None, prepared.components);
                 }
                 Ok((id, linked))
             }

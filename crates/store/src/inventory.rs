@@ -167,20 +167,9 @@ pub(crate) async fn rack_create<B: Backend>(
     components: &[Component],
 ) -> StoreResult<()> {
     let now = now();
-    let insert = Sql::new(format!(
-        "INSERT INTO rack ({RACK_COLUMNS}) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, NULL)"
-    ))
-    .arg(rack.id)
-    .arg(rack.name.as_str())
-    .arg(rack.manufacturer.as_str())
-    .arg(rack.serial_number.as_str())
-    .arg(opt_non_empty(&rack.model))
-    .arg(opt_non_empty(&rack.description))
-    .arg(to_json("rack.location", &rack.location)?)
-    .arg(opt_non_empty(&rack.external_id))
-    .arg(rack.nvl_domain_id)
-    .arg(now);
+    let mut insert = Sql::new(format!("INSERT INTO rack ({RACK_COLUMNS}) VALUES "));
+    let row = rack_row(&mut insert, rack, now)?;
+    insert.push(&row);
     let mut tx = backend.begin().await?;
     tx.execute(insert).await.map_err(|e| {
         write_error(
@@ -272,6 +261,55 @@ pub(crate) async fn racks_import<B: Backend>(
     }
 }
 
+/// Binds one `rack` row (the columns of [`RACK_COLUMNS`]) into `sql` and
+/// returns its `(…)` values group.
+fn rack_row(sql: &mut Sql, rack: &Rack, now: DateTime<Utc>) -> StoreResult<String> {
+    let location = to_json("rack.location", &rack.location)?;
+    let values = [
+        sql.bind(rack.id),
+        sql.bind(rack.name.as_str()),
+        sql.bind(rack.manufacturer.as_str()),
+        sql.bind(rack.serial_number.as_str()),
+        sql.bind(opt_non_empty(&rack.model)),
+        sql.bind(opt_non_empty(&rack.description)),
+        sql.bind(location),
+        sql.bind(opt_non_empty(&rack.external_id)),
+        sql.bind(rack.nvl_domain_id),
+        sql.bind(now),
+    ];
+    // updated_at = created_at; deleted_at NULL.
+    Ok(format!("({}, {}, NULL)", values.join(", "), values[9]))
+}
+
+/// Binds one `component` row (the columns of [`COMPONENT_COLUMNS`]) into
+/// `sql` and returns its `(…)` values group.
+fn component_row(
+    sql: &mut Sql,
+    c: &Component,
+    rack_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> String {
+    let values = [
+        sql.bind(c.id),
+        sql.bind(rack_id),
+        sql.bind(c.component_type.name()),
+        sql.bind(c.name.as_str()),
+        sql.bind(c.manufacturer.as_str()),
+        sql.bind(opt_non_empty(&c.model)),
+        sql.bind(c.serial_number.as_str()),
+        sql.bind(opt_non_empty(&c.description)),
+        sql.bind(c.firmware_version.as_str()),
+        sql.bind(c.position.slot_id),
+        sql.bind(c.position.tray_idx),
+        sql.bind(c.position.host_id),
+        sql.bind(opt_non_empty(&c.external_id)),
+        sql.bind(opt_non_empty(&c.power_state)),
+        sql.bind(now),
+    ];
+    // updated_at = created_at; deleted_at NULL.
+    format!("({}, {}, NULL)", values.join(", "), values[14])
+}
+
 /// The rows of `racks`, their components and BMCs, in multi-row inserts.
 async fn insert_racks<T: Txn>(tx: &mut T, racks: &[&(Rack, Vec<Component>)]) -> StoreResult<()> {
     let now = now();
@@ -281,20 +319,8 @@ async fn insert_racks<T: Txn>(tx: &mut T, racks: &[&(Rack, Vec<Component>)]) -> 
             if i > 0 {
                 sql.push(", ");
             }
-            let location = to_json("rack.location", &rack.location)?;
-            let values = [
-                sql.bind(rack.id),
-                sql.bind(rack.name.as_str()),
-                sql.bind(rack.manufacturer.as_str()),
-                sql.bind(rack.serial_number.as_str()),
-                sql.bind(opt_non_empty(&rack.model)),
-                sql.bind(opt_non_empty(&rack.description)),
-                sql.bind(location),
-                sql.bind(opt_non_empty(&rack.external_id)),
-                sql.bind(rack.nvl_domain_id),
-                sql.bind(now),
-            ];
-            sql.push(&format!("({}, {}, NULL)", values.join(", "), values[9]));
+            let row = rack_row(&mut sql, rack, now)?;
+            sql.push(&row);
         }
         tx.execute(sql).await?;
     }
@@ -310,26 +336,10 @@ async fn insert_racks<T: Txn>(tx: &mut T, racks: &[&(Rack, Vec<Component>)]) -> 
             if i > 0 {
                 sql.push(", ");
             }
-            let values = [
-                sql.bind(c.id),
-                // The components of a rack belong to it, whatever their
-                // own field says.
-                sql.bind(*rack_id),
-                sql.bind(c.component_type.name()),
-                sql.bind(c.name.as_str()),
-                sql.bind(c.manufacturer.as_str()),
-                sql.bind(opt_non_empty(&c.model)),
-                sql.bind(c.serial_number.as_str()),
-                sql.bind(opt_non_empty(&c.description)),
-                sql.bind(c.firmware_version.as_str()),
-                sql.bind(c.position.slot_id),
-                sql.bind(c.position.tray_idx),
-                sql.bind(c.position.host_id),
-                sql.bind(opt_non_empty(&c.external_id)),
-                sql.bind(opt_non_empty(&c.power_state)),
-                sql.bind(now),
-            ];
-            sql.push(&format!("({}, {}, NULL)", values.join(", "), values[14]));
+            // The components of a rack belong to it, whatever their own
+            // field says.
+            let row = component_row(&mut sql, c, Some(*rack_id), now);
+            sql.push(&row);
         }
         tx.execute(sql).await?;
     }
@@ -364,25 +374,11 @@ async fn insert_component<T: Txn>(
     rack_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> StoreResult<()> {
-    let insert = Sql::new(format!(
-        "INSERT INTO component ({COMPONENT_COLUMNS}) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, NULL)"
-    ))
-    .arg(component.id)
-    .arg(rack_id)
-    .arg(component.component_type.name())
-    .arg(component.name.as_str())
-    .arg(component.manufacturer.as_str())
-    .arg(opt_non_empty(&component.model))
-    .arg(component.serial_number.as_str())
-    .arg(opt_non_empty(&component.description))
-    .arg(component.firmware_version.as_str())
-    .arg(component.position.slot_id)
-    .arg(component.position.tray_idx)
-    .arg(component.position.host_id)
-    .arg(opt_non_empty(&component.external_id))
-    .arg(opt_non_empty(&component.power_state))
-    .arg(now);
+    let mut insert = Sql::new(format!(
+        "INSERT INTO component ({COMPONENT_COLUMNS}) VALUES "
+    ));
+    let row = component_row(&mut insert, component, rack_id, now);
+    insert.push(&row);
     tx.execute(insert).await.map_err(|e| {
         write_error(
             e,
