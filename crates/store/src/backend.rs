@@ -84,6 +84,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// See [`Store::task_cancel_feed`].
     async fn cancel_feed(&self) -> StoreResult<Option<Box<dyn CancelFeed>>>;
+
+    /// Brings the planner's statistics of `tables` up to date where a bulk
+    /// write changed them a lot (a fleet import, a large run's targets).
+    async fn refresh_statistics(&self, tables: &[&'static str]) -> StoreResult<()>;
 }
 
 /// Takes the transaction-scoped lock on `key` inside `tx` (a no-op where
@@ -127,7 +131,8 @@ macro_rules! sqlx_backend {
         write_gate: $write_gate:path,
         exclusive: $exclusive:path,
         announce_cancel: $announce_cancel:path,
-        cancel_feed: $cancel_feed:path $(,)?
+        cancel_feed: $cancel_feed:path,
+        refresh_statistics: $refresh_statistics:path $(,)?
     ) => {
         /// An open transaction of this dialect, holding the in-process
         /// write gate where the dialect has one (see [`$write_gate`]).
@@ -224,6 +229,10 @@ macro_rules! sqlx_backend {
                 &self,
             ) -> $crate::StoreResult<Option<Box<dyn $crate::CancelFeed>>> {
                 $cancel_feed(self).await
+            }
+
+            async fn refresh_statistics(&self, tables: &[&'static str]) -> $crate::StoreResult<()> {
+                $refresh_statistics(self, tables).await
             }
         }
     };

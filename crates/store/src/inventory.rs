@@ -247,6 +247,7 @@ pub(crate) async fn racks_import<B: Backend>(
     match insert_racks(&mut tx, &new).await {
         Ok(()) => {
             tx.commit().await?;
+            refresh_statistics(backend, &["rack", "component", "bmc"]).await;
             Ok(outcome)
         }
         Err(batch_error) => {
@@ -258,6 +259,14 @@ pub(crate) async fn racks_import<B: Backend>(
             // a single rack reproduces (should not happen).
             Err(batch_error)
         }
+    }
+}
+
+/// [`Backend::refresh_statistics`] after a bulk write that has committed:
+/// a failure only costs plans, so it is logged, not returned.
+pub(crate) async fn refresh_statistics<B: Backend>(backend: &B, tables: &[&'static str]) {
+    if let Err(e) = backend.refresh_statistics(tables).await {
+        tracing::warn!(?tables, error = %e, "could not refresh planner statistics after a bulk write");
     }
 }
 

@@ -231,6 +231,7 @@ pub(crate) async fn run_create<B: Backend>(
         })?;
     }
     tx.commit().await?;
+    crate::inventory::refresh_statistics(backend, &["operation_run_target"]).await;
     Ok(())
 }
 

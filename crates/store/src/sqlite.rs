@@ -176,6 +176,14 @@ sqlx_backend! {
     exclusive: only_process,
     announce_cancel: no_other_process,
     cancel_feed: no_cancel_feed,
+    refresh_statistics: no_statistics,
+}
+
+/// Nothing to refresh: without `sqlite_stat1` SQLite's planner takes every
+/// index as selective, which is right for each of the store's queries
+/// (PostgreSQL's guesses without statistics are not; see its store).
+async fn no_statistics(_: &SqliteStore, _: &[&'static str]) -> StoreResult<()> {
+    Ok(())
 }
 
 /// The database file is locked to this process ([`SqliteStore::open`]); an

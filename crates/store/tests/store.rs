@@ -766,6 +766,70 @@ async fn racks_import_creates_the_new_and_finds_the_known(db: &Db) {
     assert_eq!(db.count("component").await, 2);
 }
 
+/// PostgreSQL: a fleet import that grows the inventory well past the
+/// planner's statistics analyzes the tables it wrote. Without statistics
+/// the planner guessed that a component-id list matched 0.5 % of the BMC
+/// table and scanned all of it for every task of a large run. (The counters
+/// the store reads lag the writes by a second or so: a later batch
+/// triggers the `ANALYZE` an earlier one earned.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_racks_import_refreshes_planner_statistics() {
+    let Some(db) = Db::postgres().await else {
+        return;
+    };
+    let store = db.store();
+    let analyzed = "SELECT COUNT(*) FROM pg_stat_user_tables \
+                    WHERE relname IN ('component', 'bmc') AND last_analyze IS NOT NULL";
+    assert_eq!(db.scalar(analyzed).await, 0, "analyzed before any import");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut next: u128 = 1;
+    loop {
+        // 20 racks of 30 components with a BMC each per batch.
+        let mut batch = Vec::new();
+        for _ in 0..20 {
+            let rack_n = next;
+            next += 1;
+            let components = (0..30)
+                .map(|_| {
+                    let n = next;
+                    next += 1;
+                    let mut c = component(
+                        n,
+                        None,
+                        ComponentType::Compute,
+                        "c",
+                        Some(&format!("m-{n}")),
+                    );
+                    c.bmcs = vec![bmc(
+                        &format!(
+                            "02:00:00:{:02x}:{:02x}:{:02x}",
+                            (n >> 16) & 0xff,
+                            (n >> 8) & 0xff,
+                            n & 0xff
+                        ),
+                        BmcType::Host,
+                        None,
+                    )];
+                    c
+                })
+                .collect();
+            let external = format!("r-{rack_n}");
+            batch.push((rack(rack_n, "r", Some(&external)), components));
+        }
+        store.racks_import(&batch).await.unwrap();
+        if db.scalar(analyzed).await == 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "component and bmc not analyzed after {} components",
+            db.count("component").await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    db.finish().await;
+}
+
 async fn racks_import_names_the_rack_that_breaks_a_batch(db: &Db) {
     let store = db.store();
     let taken = component(11, None, ComponentType::Compute, "c-11", Some("m-1"));
