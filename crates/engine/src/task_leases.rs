@@ -95,7 +95,7 @@ impl TaskManager {
         let mut pause = Duration::from_millis(100);
         let mut tries = 1u32;
         loop {
-            match self.store.task_update_quiet(task_id, update).await {
+            match self.writes.update_quiet(task_id, update.clone()).await {
                 Ok(written) => {
                     if tries > 1 {
                         tracing::info!(task_id = %task_id, tries, "task outcome recorded after the database came back");

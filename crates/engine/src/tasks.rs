@@ -51,6 +51,10 @@ use crate::resolve;
 #[path = "task_leases.rs"]
 mod leases;
 
+#[path = "task_writes.rs"]
+mod writes;
+use writes::TaskWrites;
+
 #[path = "task_durable.rs"]
 mod durable;
 
@@ -110,13 +114,18 @@ impl From<rackflow_domain::dispatch::ChildRequest> for SubmitRequest {
 }
 
 /// What submitting to one rack reads before its transaction, read ahead
-/// when the rack is known from the request.
-struct RackReads {
+/// when the rack is known from the request. Components come without their
+/// BMCs: nothing a submission checks or an executor gets uses them.
+pub(crate) struct RackReads {
     components: rackflow_store::StoreResult<Vec<rackflow_domain::inventory::Component>>,
     /// For the name the managers know the rack by.
     rack: rackflow_store::StoreResult<Option<rackflow_domain::inventory::Rack>>,
     rule: rule::ResolvedRule,
 }
+
+/// [`RackReads`] of many run children read together
+/// ([`TaskManager::read_children_racks`]), by rack.
+pub(crate) type ChildReads = HashMap<Uuid, RackReads>;
 
 /// A task built and checked, ready for its submission transaction.
 struct PreparedTask {
@@ -214,6 +223,8 @@ struct Running {
 /// Submits, runs, cancels and recovers tasks.
 pub struct TaskManager {
     store: Arc<dyn Store>,
+    /// Report snapshots and outcomes of running tasks, committed together.
+    writes: Arc<TaskWrites>,
     executor: Arc<LocalExecutor>,
     /// Runs the tasks instead of `executor` when set (Temporal).
     durable: Option<Arc<dyn DurableExecutor>>,
@@ -255,6 +266,7 @@ impl TaskManager {
         let (promote_tx, promote_rx) = mpsc::channel(256);
         let (events, _) = broadcast::channel(1024);
         Arc::new(TaskManager {
+            writes: TaskWrites::new(Arc::clone(&store)),
             store,
             executor,
             durable,
@@ -320,6 +332,7 @@ impl TaskManager {
     async fn resolve_request(
         &self,
         req: &SubmitRequest,
+        read_ahead: Option<RackReads>,
     ) -> Result<
         (
             Option<OperationRule>,
@@ -361,16 +374,23 @@ impl TaskManager {
             // other — a freed dispatcher slot waited for these reads.
             Some(rack_id) => {
                 let rack_ids = [rack_id];
-                let (components, rack, rule) = tokio::join!(
-                    self.store.components_of_racks(&rack_ids),
-                    self.store.rack_get(rack_id, false),
-                    self.resolve_rule(
-                        req.task_type,
-                        &req.information.code,
-                        rack_id,
-                        explicit.as_ref()
+                let (components, rack, rule) = match read_ahead {
+                    Some(RackReads {
+                        components,
+                        rack,
+                        rule,
+                    }) => (components, rack, rule),
+                    None => tokio::join!(
+                        self.store.components_of_racks_without_bmcs(&rack_ids),
+                        self.store.rack_get(rack_id, false),
+                        self.resolve_rule(
+                            req.task_type,
+                            &req.information.code,
+                            rack_id,
+                            explicit.as_ref()
+                        ),
                     ),
-                );
+                };
                 // A run's child names its rack's components by id: they
                 // resolve against the rack just read. Anything else (or an
                 // id not on this rack) takes the general lookup, whose
@@ -420,7 +440,7 @@ impl TaskManager {
 
     /// A task on every rack the request's target resolves to.
     async fn submit_to_racks(self: &Arc<Self>, req: SubmitRequest) -> Result<Vec<Uuid>, TaskError> {
-        let (explicit, racks, mut known_rack) = self.resolve_request(&req).await?;
+        let (explicit, racks, mut known_rack) = self.resolve_request(&req, None).await?;
         let mut created = Vec::new();
         let mut first_error = None;
         for rack in racks {
@@ -476,12 +496,13 @@ impl TaskManager {
     /// ([`Store::task_submit_for_target`]). Returns the task id and whether
     /// the target was written (not when the idempotency key found an
     /// existing task).
-    pub async fn submit_child(
+    pub(crate) async fn submit_child(
         self: &Arc<Self>,
         req: SubmitRequest,
         claimed: &OperationRunTarget,
+        read_ahead: Option<RackReads>,
     ) -> Result<(Uuid, bool), EngineError> {
-        let prepared = self.prepare_child(&req).await?;
+        let prepared = self.prepare_child(&req, read_ahead).await?;
         self.cancel_token(prepared.task.id);
         let linked = linked_target(claimed, prepared.task.id);
         let decide = |unfinished: &[Task]| prepared.decide(unfinished);
@@ -494,13 +515,17 @@ impl TaskManager {
 
     /// A run target's child up to its submission transaction: the request
     /// must resolve to exactly its required rack.
-    async fn prepare_child(&self, req: &SubmitRequest) -> Result<PreparedTask, TaskError> {
+    async fn prepare_child(
+        &self,
+        req: &SubmitRequest,
+        read_ahead: Option<RackReads>,
+    ) -> Result<PreparedTask, TaskError> {
         let Some(required) = req.required_rack_id else {
             return Err(TaskError::Invalid(
                 "a child task needs its required rack id".into(),
             ));
         };
-        let (explicit, mut racks, mut known_rack) = self.resolve_request(req).await?;
+        let (explicit, mut racks, mut known_rack) = self.resolve_request(req, read_ahead).await?;
         let Some(rack) = racks
             .pop()
             .filter(|r| r.rack_id == required && racks.is_empty())
@@ -648,6 +673,88 @@ impl TaskManager {
                 Ok((id, linked))
             }
         }
+    }
+
+    /// What the children of one dispatcher attempt read before their
+    /// submissions, for all of their racks at once: components (without
+    /// BMCs) and rack records in a query each, the racks' rule associations
+    /// for the operation in one, the default rule once. A rack a read
+    /// failed for is left out, and its child reads on its own (so do
+    /// children with an explicit rule, which is read per child).
+    pub(crate) async fn read_children_racks(
+        &self,
+        task_type: TaskType,
+        code: &str,
+        rack_ids: &[Uuid],
+    ) -> ChildReads {
+        let mut reads = ChildReads::new();
+        if rack_ids.is_empty() {
+            return reads;
+        }
+        let (components, racks, associations, default) = tokio::join!(
+            self.store.components_of_racks_without_bmcs(rack_ids),
+            self.store.racks_get_many(rack_ids),
+            self.store
+                .rule_associations_for_racks(rack_ids, task_type, code),
+            self.store.rule_default_for(task_type, code),
+        );
+        let (Ok(components), Ok(racks), Ok(associations), Ok(default)) =
+            (components, racks, associations, default)
+        else {
+            tracing::debug!("batched child reads failed; each child reads its own rack");
+            return reads;
+        };
+        let mut rules: HashMap<Uuid, Option<OperationRule>> = HashMap::new();
+        for association in &associations {
+            if let std::collections::hash_map::Entry::Vacant(entry) =
+                rules.entry(association.rule_id)
+            {
+                match self.store.rule_get(association.rule_id).await {
+                    Ok(rule) => {
+                        entry.insert(rule);
+                    }
+                    Err(_) => return ChildReads::new(),
+                }
+            }
+        }
+        let mut components_by_rack: HashMap<Uuid, Vec<rackflow_domain::inventory::Component>> =
+            HashMap::new();
+        for component in components {
+            if let Some(rack_id) = component.rack_id {
+                components_by_rack
+                    .entry(rack_id)
+                    .or_default()
+                    .push(component);
+            }
+        }
+        let mut racks: HashMap<Uuid, rackflow_domain::inventory::Rack> = racks
+            .into_iter()
+            // As `rack_get(id, false)`: a soft-deleted rack is not there.
+            .filter(|r| r.deleted_at.is_none())
+            .map(|r| (r.id, r))
+            .collect();
+        for &rack_id in rack_ids {
+            let association = associations
+                .iter()
+                .find(|a| a.rack_id == rack_id)
+                .and_then(|a| rules.get(&a.rule_id).cloned().flatten());
+            let rule = rule::resolve_rule(
+                None,
+                association.as_ref(),
+                default.as_ref(),
+                task_type,
+                code,
+            );
+            reads.insert(
+                rack_id,
+                RackReads {
+                    components: Ok(components_by_rack.remove(&rack_id).unwrap_or_default()),
+                    rack: Ok(racks.remove(&rack_id)),
+                    rule,
+                },
+            );
+        }
+        reads
     }
 
     /// Rule resolution order of spec §4.4; lookup errors fall through.
@@ -832,7 +939,7 @@ impl TaskManager {
         match prepared {
             Ok(Ok(job)) => {
                 let (sink, writer) = StoreSink::start(
-                    Arc::clone(&self.store),
+                    Arc::clone(&self.writes),
                     task.id,
                     self.owner.clone(),
                     &self.background,
@@ -908,7 +1015,7 @@ impl TaskManager {
                 // already; a shutdown leaves the row to the next start), but
                 // the last snapshot — stages failed with `cancelled` — is.
                 if let Some(report) = last_report {
-                    persist_report(self.store.as_ref(), task.id, &self.owner, report).await;
+                    persist_report(&self.writes, task.id, &self.owner, report).await;
                 }
                 if self.background.is_stopping() {
                     tracing::info!(task_id = %task.id, "task interrupted by shutdown; it resumes on the next start");
@@ -948,7 +1055,7 @@ impl TaskManager {
                 // still gets the final snapshot. (Or another process adopted
                 // it: then the owner check keeps this snapshot out.)
                 if let Some(report) = last_report {
-                    persist_report(self.store.as_ref(), task.id, &self.owner, report).await;
+                    persist_report(&self.writes, task.id, &self.owner, report).await;
                 }
                 tracing::info!(task_id = %task.id, "task was no longer this process's running task when it finished (cancelled or adopted)")
             }
@@ -1180,14 +1287,19 @@ impl TaskManager {
 /// `cancelled`) would otherwise be dropped and leave the report of a
 /// terminated task saying "running". Only the cancelled executor of this
 /// process writes after that. Best effort: a failure is logged.
-async fn persist_report(store: &dyn Store, task_id: Uuid, owner: &str, report: serde_json::Value) {
+async fn persist_report(
+    writes: &Arc<TaskWrites>,
+    task_id: Uuid,
+    owner: &str,
+    report: serde_json::Value,
+) {
     let update = TaskUpdate {
         expected: vec![TaskStatus::Running, TaskStatus::Terminated],
         report: Some(report),
         expected_owner: Some(owner.to_string()),
         ..Default::default()
     };
-    if let Err(e) = store.task_update_quiet(task_id, &update).await {
+    if let Err(e) = writes.update_quiet(task_id, update).await {
         tracing::warn!(task_id = %task_id, error = %e, "report not persisted");
     }
 }
@@ -1244,7 +1356,7 @@ impl StoreSink {
     /// written are skipped. [`StoreSink::finish`] stops the writer and
     /// returns the snapshot it had not written yet.
     fn start(
-        store: Arc<dyn Store>,
+        writes: Arc<TaskWrites>,
         task_id: Uuid,
         owner: String,
         background: &Background,
@@ -1279,7 +1391,7 @@ impl StoreSink {
                 let Some(value) = rx.borrow_and_update().clone() else {
                     continue;
                 };
-                persist_report(store.as_ref(), task_id, &owner, value).await;
+                persist_report(&writes, task_id, &owner, value).await;
             }
         });
         (

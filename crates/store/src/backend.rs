@@ -295,7 +295,14 @@ impl<B: Backend> Store for B {
     }
 
     async fn components_of_racks(&self, rack_ids: &[Uuid]) -> StoreResult<Vec<Component>> {
-        inventory::components_of_racks(self, rack_ids).await
+        inventory::components_of_racks(self, rack_ids, true).await
+    }
+
+    async fn components_of_racks_without_bmcs(
+        &self,
+        rack_ids: &[Uuid],
+    ) -> StoreResult<Vec<Component>> {
+        inventory::components_of_racks(self, rack_ids, false).await
     }
 
     async fn component_keys_of_racks(
@@ -400,6 +407,10 @@ impl<B: Backend> Store for B {
 
     async fn task_update_quiet(&self, id: Uuid, update: &TaskUpdate) -> StoreResult<bool> {
         tasks::task_update_quiet(self, id, update).await
+    }
+
+    async fn task_updates_quiet(&self, updates: &[(Uuid, TaskUpdate)]) -> StoreResult<Vec<bool>> {
+        tasks::task_updates_quiet(self, updates).await
     }
 
     async fn task_get(&self, id: Uuid) -> StoreResult<Option<Task>> {
@@ -515,6 +526,15 @@ impl<B: Backend> Store for B {
         code: &str,
     ) -> StoreResult<()> {
         rules::rule_disassociate(self, rack_id, task_type, code).await
+    }
+
+    async fn rule_associations_for_racks(
+        &self,
+        rack_ids: &[Uuid],
+        task_type: TaskType,
+        code: &str,
+    ) -> StoreResult<Vec<RackRuleAssociation>> {
+        rules::rule_associations_for_racks(self, rack_ids, task_type, code).await
     }
 
     async fn rule_association_get(

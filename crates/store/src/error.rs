@@ -24,6 +24,10 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
+    /// A write handed to a shared writer (a group commit) got no answer:
+    /// like a lost connection, it may or may not have been applied.
+    #[error("write interrupted: {0}")]
+    Interrupted(String),
 }
 
 impl StoreError {
@@ -33,8 +37,10 @@ impl StoreError {
     /// request may succeed later, and a write may or may not have been
     /// applied.
     pub fn is_unavailable(&self) -> bool {
-        let StoreError::Database(e) = self else {
-            return false;
+        let e = match self {
+            StoreError::Database(e) => e,
+            StoreError::Interrupted(_) => return true,
+            _ => return false,
         };
         match e {
             sqlx::Error::Io(_)

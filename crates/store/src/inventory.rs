@@ -39,7 +39,7 @@ const COMPONENT_ORDER: &str = "(rack_id IS NULL), rack_id, type, slot_id, tray_i
 
 /// Id lists are bound in chunks of this size, well below both dialects'
 /// parameter limits (SQLite 32766, PostgreSQL 65535).
-const ID_CHUNK: usize = 500;
+pub(crate) const ID_CHUNK: usize = 500;
 
 fn rack_from_row(row: &impl RowReader) -> StoreResult<Rack> {
     Ok(Rack {
@@ -611,6 +611,7 @@ pub(crate) async fn component_list<B: Backend>(
 pub(crate) async fn components_of_racks<B: Backend>(
     backend: &B,
     rack_ids: &[Uuid],
+    bmcs: bool,
 ) -> StoreResult<Vec<Component>> {
     let mut components = Vec::new();
     // Sorted chunks keep the overall rack-id-first order across queries.
@@ -621,7 +622,13 @@ pub(crate) async fn components_of_racks<B: Backend>(
             "SELECT {COMPONENT_COLUMNS} FROM component \
              WHERE rack_id IN {list} AND deleted_at IS NULL ORDER BY {COMPONENT_ORDER}"
         ));
-        components.extend(fetch_components(backend, sql).await?);
+        if bmcs {
+            components.extend(fetch_components(backend, sql).await?);
+        } else {
+            for row in backend.fetch_all(sql).await? {
+                components.push(component_from_row(&row)?);
+            }
+        }
     }
     Ok(components)
 }

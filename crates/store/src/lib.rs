@@ -330,6 +330,14 @@ pub trait Store: Send + Sync + 'static {
     /// `component_list` order.
     async fn components_of_racks(&self, rack_ids: &[Uuid]) -> StoreResult<Vec<Component>>;
 
+    /// [`Store::components_of_racks`] with their BMCs left empty: what the
+    /// submission of tasks on those racks needs (ids, types, external ids),
+    /// without reading 35 BMC rows per rack.
+    async fn components_of_racks_without_bmcs(
+        &self,
+        rack_ids: &[Uuid],
+    ) -> StoreResult<Vec<Component>>;
+
     /// `(rack id, type, component id)` of the non-deleted components of many
     /// racks, in the `component_list` order: what planning needs, cheaply.
     async fn component_keys_of_racks(
@@ -517,6 +525,11 @@ pub trait Store: Send + Sync + 'static {
     /// that do not need the row (report snapshots, several per task).
     async fn task_update_quiet(&self, id: Uuid, update: &TaskUpdate) -> StoreResult<bool>;
 
+    /// [`Store::task_update_quiet`] of each `(id, update)`, in order, in one
+    /// transaction: one commit for the snapshots and outcomes of many
+    /// running tasks. All or nothing: an error rolls every update back.
+    async fn task_updates_quiet(&self, updates: &[(Uuid, TaskUpdate)]) -> StoreResult<Vec<bool>>;
+
     async fn task_get(&self, id: Uuid) -> StoreResult<Option<Task>>;
 
     /// Tasks by id, in the order of `ids`; unknown ids are skipped.
@@ -641,6 +654,14 @@ pub trait Store: Send + Sync + 'static {
         task_type: TaskType,
         code: &str,
     ) -> StoreResult<Option<RackRuleAssociation>>;
+
+    /// The associations of many racks for one operation, in no order.
+    async fn rule_associations_for_racks(
+        &self,
+        rack_ids: &[Uuid],
+        task_type: TaskType,
+        code: &str,
+    ) -> StoreResult<Vec<RackRuleAssociation>>;
 
     /// The rack's associations ordered by type, code.
     async fn rule_associations_list(&self, rack_id: Uuid) -> StoreResult<Vec<RackRuleAssociation>>;

@@ -333,6 +333,30 @@ pub(crate) async fn rule_association_get<B: Backend>(
     rows.first().map(association_from_row).transpose()
 }
 
+pub(crate) async fn rule_associations_for_racks<B: Backend>(
+    backend: &B,
+    rack_ids: &[Uuid],
+    task_type: TaskType,
+    code: &str,
+) -> StoreResult<Vec<RackRuleAssociation>> {
+    let mut associations = Vec::new();
+    for chunk in rack_ids.chunks(crate::inventory::ID_CHUNK) {
+        let mut sql = Sql::default();
+        let list = sql.bind_list(chunk.iter().copied());
+        let operation_type = sql.bind(task_type.as_str());
+        let operation_code = sql.bind(code);
+        sql.push(&format!(
+            "SELECT {ASSOCIATION_COLUMNS} FROM rack_rule_associations \
+             WHERE rack_id IN {list} AND operation_type = {operation_type} \
+             AND operation_code = {operation_code}"
+        ));
+        for row in backend.fetch_all(sql).await? {
+            associations.push(association_from_row(&row)?);
+        }
+    }
+    Ok(associations)
+}
+
 pub(crate) async fn rule_associations_list<B: Backend>(
     backend: &B,
     rack_id: Uuid,

@@ -566,29 +566,25 @@ async fn lock_apply_persist<'a, B: Backend>(
         .arg(run_id)
         .arg(phase)
     };
-    let window = rackflow_domain::dispatch::claim_window(&run);
-    let mut rows = tx
+    let mut targets = Vec::new();
+    let mut task_states = std::collections::HashMap::new();
+    let active = tx
         .fetch_all(select_targets(
             &format!("t.status NOT IN {SETTLED} AND t.status <> 'pending'"),
             "",
         ))
         .await?;
+    load_locked(&active, &mut targets, &mut task_states)?;
+    let window = rackflow_domain::dispatch::claim_window(&run, &targets, &task_states, now());
     let pending = match window {
         Some(window) => select_targets("t.status = 'pending'", " LIMIT $3").arg(window),
         None => select_targets("t.status = 'pending'", ""),
     };
-    rows.extend(tx.fetch_all(pending).await?);
-    let mut targets = Vec::with_capacity(rows.len());
-    let mut task_states = std::collections::HashMap::new();
-    for row in &rows {
-        let target = target_from_row(row)?;
-        if let (Some(task_id), Some(status)) = (target.task_id, row.opt_text("task_status")?) {
-            let status = parse_named("task.status", &status, TaskStatus::parse)?;
-            let message = row.opt_text("task_message")?.unwrap_or_default();
-            task_states.insert(task_id, (status, message));
-        }
-        targets.push(target);
-    }
+    load_locked(
+        &tx.fetch_all(pending).await?,
+        &mut targets,
+        &mut task_states,
+    )?;
     targets.sort_by_key(|t| t.sequence_index);
     let (earlier, mut settled, pending) = phase_aggregates::<B>(tx, run_id, phase).await?;
     // The pending targets past the window count as selected, not loaded.
@@ -610,8 +606,12 @@ async fn lock_apply_persist<'a, B: Backend>(
     apply(&mut lock)?;
 
     let now = now();
+    // By id: a thousand targets in flight made a linear find per target
+    // a million comparisons per attempt.
+    let loaded_by_id: std::collections::HashMap<Uuid, &OperationRunTarget> =
+        targets.iter().map(|t| (t.id, t)).collect();
     for target in &lock.targets {
-        let Some(loaded) = targets.iter().find(|t| t.id == target.id) else {
+        let Some(&loaded) = loaded_by_id.get(&target.id) else {
             return Err(StoreError::NotFound(format!(
                 "locked operation run target {} of run {run_id}",
                 target.id
@@ -641,6 +641,25 @@ async fn lock_apply_persist<'a, B: Backend>(
         }
     }
     Ok(Some(()))
+}
+
+/// Decodes locked target rows (with their child task's status and message)
+/// into `targets` and `task_states`.
+fn load_locked<R: RowReader>(
+    rows: &[R],
+    targets: &mut Vec<OperationRunTarget>,
+    task_states: &mut std::collections::HashMap<Uuid, (TaskStatus, String)>,
+) -> StoreResult<()> {
+    for row in rows {
+        let target = target_from_row(row)?;
+        if let (Some(task_id), Some(status)) = (target.task_id, row.opt_text("task_status")?) {
+            let status = parse_named("task.status", &status, TaskStatus::parse)?;
+            let message = row.opt_text("task_message")?.unwrap_or_default();
+            task_states.insert(task_id, (status, message));
+        }
+        targets.push(target);
+    }
+    Ok(())
 }
 
 /// Terminal target statuses: a settled target never changes again.

@@ -444,6 +444,26 @@ pub(crate) async fn task_update_quiet<B: Backend>(
     Ok(!rows.is_empty())
 }
 
+pub(crate) async fn task_updates_quiet<B: Backend>(
+    backend: &B,
+    updates: &[(Uuid, TaskUpdate)],
+) -> StoreResult<Vec<bool>> {
+    if updates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut tx = backend.begin().await?;
+    let mut written = Vec::with_capacity(updates.len());
+    for (id, update) in updates {
+        let rows = tx
+            .fetch_all(task_update_sql(*id, update, false)?)
+            .await
+            .map_err(|e| task_update_error(e, update))?;
+        written.push(!rows.is_empty());
+    }
+    tx.commit().await?;
+    Ok(written)
+}
+
 /// The UPDATE of [`task_update`]; it returns the whole row when
 /// `whole_row`, else only the id (so that a match is still visible).
 fn task_update_sql(id: Uuid, update: &TaskUpdate, whole_row: bool) -> StoreResult<Sql> {

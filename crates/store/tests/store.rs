@@ -22,7 +22,7 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 use rackflow_domain::ComponentType;
 use rackflow_domain::ComponentsByType;
-use rackflow_domain::dispatch::EarlierPhases;
+use rackflow_domain::dispatch::{CLAIM_WINDOW_MARGIN, EarlierPhases};
 use rackflow_domain::inventory::{Bmc, BmcType, Component, Location, Position, Rack};
 use rackflow_domain::rule::{
     ActionConfig, OperationRule, RackRuleAssociation, RetryPolicy, RuleDefinition, SequenceStep,
@@ -164,6 +164,7 @@ macro_rules! both_dialects {
 }
 
 both_dialects!(
+    task_updates_quiet_applies_each_in_one_transaction,
     run_lock_apply_loads_pending_targets_up_to_the_claim_window,
     task_submit_for_target_writes_the_target_only_with_a_new_task,
     task_leases_renew_adopt_and_fence,
@@ -1113,6 +1114,21 @@ async fn component_create_list_and_filters(db: &Db) {
 
     let of_racks = store.components_of_racks(&[b.id, a.id]).await.unwrap();
     assert_eq!(component_names(&of_racks), component_names(&listed[..5]));
+    assert!(of_racks.iter().any(|c| !c.bmcs.is_empty()));
+    // The same rows without their BMCs.
+    let without = store
+        .components_of_racks_without_bmcs(&[b.id, a.id])
+        .await
+        .unwrap();
+    let stripped: Vec<Component> = of_racks
+        .iter()
+        .cloned()
+        .map(|mut c| {
+            c.bmcs.clear();
+            c
+        })
+        .collect();
+    assert_eq!(without, stripped);
 
     let orphan = component(7, Some(id(0xDEAD)), ComponentType::Compute, "orphan", None);
     match store.component_create(&orphan).await {
@@ -1991,21 +2007,39 @@ async fn run_lock_apply_loads_unsettled_targets_with_child_states(db: &Db) {
 }
 
 /// A run with more pending targets than it may run at once: the lock loads
-/// every unsettled non-pending target but only the first
-/// `max_concurrent_targets` pending ones in sequence order; the rest count
-/// in `settled.selected` only.
+/// every unsettled non-pending target but of the pending ones only as many,
+/// in sequence order, as the slots the surely active targets leave free
+/// plus [`CLAIM_WINDOW_MARGIN`]; the rest count in `settled.selected` only.
 async fn run_lock_apply_loads_pending_targets_up_to_the_claim_window(db: &Db) {
     let store = db.store();
     let mut r = run(4, "window");
     r.status = RunStatus::Running;
-    r.configuration.options.max_concurrent_targets = 2;
+    r.configuration.options.max_concurrent_targets = 3;
+    // A live claim takes a slot; an expired one does not (it is claimable).
+    let mut live = target(61, r.id, 1, 0, TargetStatus::Claimed);
+    live.retry_after = Some(Utc::now() + chrono::TimeDelta::hours(1));
+    let mut expired = target(68, r.id, 3, 0, TargetStatus::Claimed);
+    expired.retry_after = Some(ts("2024-01-01T00:00:00Z"));
     let mut targets = vec![
         target(60, r.id, 0, 0, TargetStatus::Completed),
-        target(61, r.id, 1, 0, TargetStatus::Claimed),
+        live,
+        expired,
     ];
     // Pending ones in a scrambled insert order; the window follows sequence.
-    for (n, sequence) in [(65, 9), (62, 2), (66, 8), (63, 4), (64, 7)] {
-        targets.push(target(n, r.id, sequence, 0, TargetStatus::Pending));
+    let window = usize::try_from(2 + CLAIM_WINDOW_MARGIN).unwrap();
+    let pending_count = window + 3;
+    let mut sequences: Vec<i32> = (0..pending_count)
+        .map(|i| 10 + i32::try_from(i).unwrap())
+        .collect();
+    sequences.reverse();
+    for sequence in sequences {
+        targets.push(target(
+            1000 + u128::try_from(sequence).unwrap(),
+            r.id,
+            sequence,
+            0,
+            TargetStatus::Pending,
+        ));
     }
     targets.push(target(67, r.id, 5, 0, TargetStatus::Blocked));
     store.run_create(&r, &targets).await.unwrap();
@@ -2020,10 +2054,12 @@ async fn run_lock_apply_loads_pending_targets_up_to_the_claim_window(db: &Db) {
         .unwrap()
         .unwrap();
     let seen = seen.expect("apply was called");
+    let mut expected = vec![id(61), id(68), id(67)];
+    expected.extend((0..window).map(|i| id(1010 + u128::try_from(i).unwrap())));
     assert_eq!(
         target_ids(&seen.targets),
-        [id(61), id(62), id(63), id(67)],
-        "non-pending unsettled ones and the first two pending ones, in sequence order"
+        expected,
+        "non-pending unsettled ones and the first {window} pending ones, in sequence order"
     );
     assert_eq!(
         seen.settled,
@@ -2641,6 +2677,52 @@ fn insert_as(status: TaskStatus, message: &str) -> SubmitDecision {
 }
 
 /// Submits with a decision that always inserts as `status`.
+/// Several conditional updates in one transaction, each with its own
+/// answer; one the database refuses rolls all of them back.
+async fn task_updates_quiet_applies_each_in_one_transaction(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    let running = submit(store, task(0x51, id(1)), TaskStatus::Running).await;
+    let done = submit(store, task(0x52, id(1)), TaskStatus::Completed).await;
+    let report = |n: i64| TaskUpdate {
+        expected: vec![TaskStatus::Running],
+        report: Some(serde_json::json!({ "n": n })),
+        ..Default::default()
+    };
+    let written = store
+        .task_updates_quiet(&[
+            (running.id, report(1)),
+            (done.id, report(2)),
+            (id(0x404), report(3)),
+            (running.id, report(4)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(written, [true, false, false, true]);
+    let got = store.task_get(running.id).await.unwrap().unwrap();
+    assert_eq!(got.report, Some(serde_json::json!({ "n": 4 })), "in order");
+    assert_eq!(store.task_get(done.id).await.unwrap().unwrap().report, None);
+
+    // A rule that does not exist: the whole batch is refused.
+    let bad = TaskUpdate {
+        applied_rule_id: Some(Some(id(0xF404))),
+        ..Default::default()
+    };
+    assert!(
+        store
+            .task_updates_quiet(&[(running.id, report(5)), (running.id, bad)])
+            .await
+            .is_err()
+    );
+    let got = store.task_get(running.id).await.unwrap().unwrap();
+    assert_eq!(
+        got.report,
+        Some(serde_json::json!({ "n": 4 })),
+        "rolled back"
+    );
+    assert!(store.task_updates_quiet(&[]).await.unwrap().is_empty());
+}
+
 async fn submit(store: &dyn Store, t: Task, status: TaskStatus) -> Task {
     let decision = insert_as(status, &format!("as {status}"));
     match store
@@ -3964,6 +4046,25 @@ async fn rule_associations_upsert_get_list_disassociate(db: &Db) {
     assert!(
         store
             .rule_associations_list(id(404))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // For many racks at once, one operation: only its associations.
+    let for_racks = store
+        .rule_associations_for_racks(&[id(404), id(1)], TaskType::PowerControl, "power_off")
+        .await
+        .unwrap();
+    assert_eq!(
+        for_racks
+            .iter()
+            .map(|a| (a.rack_id, a.rule_id))
+            .collect::<Vec<_>>(),
+        [(id(1), off.id)]
+    );
+    assert!(
+        store
+            .rule_associations_for_racks(&[id(1)], TaskType::PowerControl, "restart")
             .await
             .unwrap()
             .is_empty()

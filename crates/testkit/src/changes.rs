@@ -233,6 +233,13 @@ impl Store for ObservedStore {
         self.inner.components_of_racks(rack_ids).await
     }
 
+    async fn components_of_racks_without_bmcs(
+        &self,
+        rack_ids: &[Uuid],
+    ) -> StoreResult<Vec<Component>> {
+        self.inner.components_of_racks_without_bmcs(rack_ids).await
+    }
+
     async fn component_keys_of_racks(
         &self,
         rack_ids: &[Uuid],
@@ -354,6 +361,12 @@ impl Store for ObservedStore {
 
     async fn task_update_quiet(&self, id: Uuid, update: &TaskUpdate) -> StoreResult<bool> {
         let result = self.inner.task_update_quiet(id, update).await;
+        self.changed();
+        result
+    }
+
+    async fn task_updates_quiet(&self, updates: &[(Uuid, TaskUpdate)]) -> StoreResult<Vec<bool>> {
+        let result = self.inner.task_updates_quiet(updates).await;
         self.changed();
         result
     }
@@ -486,6 +499,17 @@ impl Store for ObservedStore {
         let result = self.inner.rule_disassociate(rack_id, task_type, code).await;
         self.changed();
         result
+    }
+
+    async fn rule_associations_for_racks(
+        &self,
+        rack_ids: &[Uuid],
+        task_type: TaskType,
+        code: &str,
+    ) -> StoreResult<Vec<RackRuleAssociation>> {
+        self.inner
+            .rule_associations_for_racks(rack_ids, task_type, code)
+            .await
     }
 
     async fn rule_association_get(

@@ -62,13 +62,46 @@ impl LockedRun {
     }
 }
 
+/// Pending targets an attempt loads beyond the free slots it can count on:
+/// a claimed target whose child request does not build fails without
+/// using a slot, and the next pending one takes it in the same attempt.
+pub const CLAIM_WINDOW_MARGIN: i64 = 8;
+
 /// How many of a run's pending current-phase targets, in sequence order, an
-/// attempt must see: no attempt claims more than `max_concurrent_targets`,
-/// so the rest need only be counted (a 10,000-target run no longer loads
-/// every row per freed slot). `None`: every pending target.
-pub fn claim_window(run: &OperationRun) -> Option<i64> {
+/// attempt must see, given its loaded non-pending unsettled targets and
+/// their child tasks' states: the slots of `max_concurrent_targets` that
+/// the targets which stay active whatever reconciliation finds (a child
+/// task not finished, a claim lease live at `now`) leave free, plus
+/// [`CLAIM_WINDOW_MARGIN`]. No attempt claims more, so the rest need only
+/// be counted: with 1,000 in flight an attempt per finished child used to
+/// read a thousand pending rows to claim a handful. `None`: every pending
+/// target (no concurrency limit).
+///
+/// `now` must not be later than the attempt's own: a lease live at `now`
+/// is then live for the attempt too.
+pub fn claim_window(
+    run: &OperationRun,
+    unsettled: &[OperationRunTarget],
+    task_states: &HashMap<Uuid, (TaskStatus, String)>,
+    now: DateTime<Utc>,
+) -> Option<i64> {
     let max = run.configuration.options.max_concurrent_targets;
-    (max > 0).then(|| i64::from(max))
+    if max <= 0 {
+        return None;
+    }
+    let staying_active = unsettled
+        .iter()
+        .filter(|t| classify(t, now) == ClaimClass::Active)
+        .filter(|t| match t.task_id {
+            // A claim: its lease is live.
+            None => true,
+            Some(task_id) => task_states
+                .get(&task_id)
+                .is_some_and(|(status, _)| !status.is_finished()),
+        })
+        .count();
+    let free = (i64::from(max) - i64::try_from(staying_active).unwrap_or(i64::MAX)).max(0);
+    Some(free + CLAIM_WINDOW_MARGIN)
 }
 
 /// The child task of one claimed target (§3.7), as plain data: the engine
@@ -635,7 +668,8 @@ mod tests {
             max_concurrent in 0i32..4,
             auto_advance in any::<bool>(),
             gate_threshold in 1i32..5,
-            seeds in proptest::collection::vec(any_target(), 0..9),
+            // Enough targets for pending ones past the window.
+            seeds in proptest::collection::vec(any_target(), 0..24),
             settled in (0i32..3, 0i32..2),
             earlier in (0i32..3, 0i32..2),
         ) {
@@ -649,8 +683,11 @@ mod tests {
                 })
                 .collect();
             let full = build(run_status, phase, max_concurrent, auto_advance, gate_threshold, &seeds, settled, earlier);
+            let now = at(1000);
             let mut windowed = full.clone();
-            if let Some(window) = claim_window(&full.run) {
+            // The pending targets count for nothing in the window: the
+            // store computes it from the other rows, before loading them.
+            if let Some(window) = claim_window(&full.run, &full.targets, &full.task_states, now) {
                 let mut pending_seen = 0i64;
                 windowed.targets.retain(|t| {
                     if t.status != T::Pending {
@@ -663,7 +700,6 @@ mod tests {
                 windowed.settled.selected += i32::try_from(dropped).unwrap_or(i32::MAX);
                 prop_assert_eq!(windowed.pending_not_loaded(), dropped);
             }
-            let now = at(1000);
             let whole = attempt(&full, now, LEASE);
             let part = attempt(&windowed, now, LEASE);
             prop_assert_eq!(&part.decision, &whole.decision);
