@@ -76,6 +76,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// condition, never caller text); 0 over no rows.
     fn count_where(condition: &str) -> String;
 
+    /// An aggregate joining the text `expression` of a group's rows with
+    /// commas, in the order `order_by` (fixed SQL, never caller text).
+    fn ordered_text_agg(expression: &str, order_by: &str) -> String;
+
     /// See [`Store::exclusive`].
     fn exclusive(&self) -> bool;
 
@@ -128,6 +132,7 @@ macro_rules! sqlx_backend {
         task_has_component: $task_has_component:path,
         for_update: $for_update:path,
         count_where: $count_where:path,
+        ordered_text_agg: $ordered_text_agg:path,
         write_gate: $write_gate:path,
         exclusive: $exclusive:path,
         announce_cancel: $announce_cancel:path,
@@ -215,6 +220,10 @@ macro_rules! sqlx_backend {
 
             fn count_where(condition: &str) -> String {
                 $count_where(condition)
+            }
+
+            fn ordered_text_agg(expression: &str, order_by: &str) -> String {
+                $ordered_text_agg(expression, order_by)
             }
 
             fn exclusive(&self) -> bool {

@@ -70,6 +70,7 @@ sqlx_backend! {
     task_has_component: task_has_component,
     for_update: row_lock,
     count_where: count_filter,
+    ordered_text_agg: string_agg,
     write_gate: no_write_gate,
     exclusive: shared,
     announce_cancel: notify_cancel,
@@ -207,6 +208,10 @@ fn row_lock(skip_locked: bool) -> &'static str {
 }
 
 /// A FILTERed COUNT (0 over no rows).
+fn string_agg(expression: &str, order_by: &str) -> String {
+    format!("string_agg({expression}, ',' ORDER BY {order_by})")
+}
+
 fn count_filter(condition: &str) -> String {
     format!("COUNT(*) FILTER (WHERE {condition})")
 }

@@ -172,6 +172,7 @@ sqlx_backend! {
     task_has_component: task_has_component,
     for_update: no_row_lock,
     count_where: sum_case,
+    ordered_text_agg: group_concat,
     write_gate: write_gate,
     exclusive: only_process,
     announce_cancel: no_other_process,
@@ -303,6 +304,10 @@ fn no_row_lock(_skip_locked: bool) -> &'static str {
 }
 
 /// SUM of a CASE (COALESCEd: SUM over no rows is NULL).
+fn group_concat(expression: &str, order_by: &str) -> String {
+    format!("group_concat({expression}, ',' ORDER BY {order_by})")
+}
+
 fn sum_case(condition: &str) -> String {
     format!("COALESCE(SUM(CASE WHEN {condition} THEN 1 ELSE 0 END), 0)")
 }

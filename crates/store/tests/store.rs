@@ -1115,6 +1115,20 @@ async fn component_create_list_and_filters(db: &Db) {
     let of_racks = store.components_of_racks(&[b.id, a.id]).await.unwrap();
     assert_eq!(component_names(&of_racks), component_names(&listed[..5]));
     assert!(of_racks.iter().any(|c| !c.bmcs.is_empty()));
+    // Their keys, in the same order (read one row per rack).
+    let keys = store.component_keys_of_racks(&[b.id, a.id]).await.unwrap();
+    let expected: Vec<(Uuid, ComponentType, Uuid)> = of_racks
+        .iter()
+        .map(|c| (c.rack_id.unwrap(), c.component_type, c.id))
+        .collect();
+    assert_eq!(keys, expected);
+    assert!(
+        store
+            .component_keys_of_racks(&[id(0xDEAD)])
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // The same rows without their BMCs.
     let without = store
         .components_of_racks_without_bmcs(&[b.id, a.id])
