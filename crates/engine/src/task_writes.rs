@@ -88,11 +88,18 @@ impl TaskWrites {
 
     /// Writes batches until the queue is empty.
     async fn flush(&self) {
+        // Should the flush panic, the next write starts another instead of
+        // queueing behind one that is gone.
+        let mut ended = FlushEnded {
+            queue: &self.queue,
+            unwinding: true,
+        };
         loop {
             let batch: Vec<Queued> = {
                 let mut queue = self.queue.lock();
                 if queue.writes.is_empty() {
                     queue.flushing = false;
+                    ended.unwinding = false;
                     return;
                 }
                 let take = queue.writes.len().min(MAX_BATCH);
@@ -110,6 +117,16 @@ impl TaskWrites {
         let answers = match self.store.task_updates_quiet(&updates).await {
             Ok(written) if written.len() == batch.len() => written.into_iter().map(Ok).collect(),
             Err(e) if batch.len() == 1 => vec![Err(e)],
+            // The database is away: one at a time would wait out the pool's
+            // timeout once per write. Every writer hears it at once (and an
+            // outcome is retried by its writer).
+            Err(e) if e.is_unavailable() => {
+                let text = e.to_string();
+                batch
+                    .iter()
+                    .map(|_| Err(StoreError::Interrupted(text.clone())))
+                    .collect()
+            }
             // One at a time: each writer gets its own answer.
             _ => {
                 let mut answers = Vec::with_capacity(batch.len());
@@ -126,6 +143,21 @@ impl TaskWrites {
     }
 }
 
+/// Clears `flushing` when a flush unwinds (it clears it itself when it
+/// ends, under the same lock as its last look at the queue).
+struct FlushEnded<'a> {
+    queue: &'a Mutex<Queue>,
+    unwinding: bool,
+}
+
+impl Drop for FlushEnded<'_> {
+    fn drop(&mut self) {
+        if self.unwinding {
+            self.queue.lock().flushing = false;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::Utc;
@@ -138,7 +170,13 @@ mod tests {
     use super::*;
 
     async fn store_with_running_tasks(n: usize) -> (Arc<dyn Store>, Vec<Uuid>) {
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open_in_memory().await.expect("store"));
+        let (_, store, ids) = sqlite_with_running_tasks(n).await;
+        (store, ids)
+    }
+
+    async fn sqlite_with_running_tasks(n: usize) -> (SqliteStore, Arc<dyn Store>, Vec<Uuid>) {
+        let sqlite = SqliteStore::open_in_memory().await.expect("store");
+        let store: Arc<dyn Store> = Arc::new(sqlite.clone());
         let now = Utc::now();
         let rack_id = Uuid::new_v4();
         let rack = Rack {
@@ -205,7 +243,7 @@ mod tests {
                 other => panic!("expected Inserted, got {other:?}"),
             }
         }
-        (store, ids)
+        (sqlite, store, ids)
     }
 
     fn report(n: usize) -> TaskUpdate {
@@ -255,5 +293,39 @@ mod tests {
             assert_eq!(task.report, expected, "task {n}");
         }
         assert!(!writes.queue.lock().flushing, "the flush ended");
+    }
+
+    /// With the database gone every writer of a batch hears so, as an
+    /// error that says "unavailable" (outcome writes retry on it). (SQLite's
+    /// closed pool refuses at once, so this does not tell the batch's
+    /// answer from one write at a time, which against a PostgreSQL that
+    /// went away would wait out the pool's timeout per write.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_against_an_unavailable_database_fails_every_writer_as_unavailable() {
+        let (sqlite, store, ids) = sqlite_with_running_tasks(20).await;
+        let writes = TaskWrites::new(store);
+        sqlite.close().await;
+        let mut handles = Vec::new();
+        for (n, &task_id) in ids.iter().enumerate() {
+            let writes = Arc::clone(&writes);
+            handles.push(tokio::spawn(async move {
+                writes.update_quiet(task_id, report(n)).await
+            }));
+        }
+        let answers = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            let mut answers = Vec::new();
+            for handle in handles {
+                answers.push(handle.await.expect("join"));
+            }
+            answers
+        })
+        .await
+        .expect("every writer answered");
+        for answer in answers {
+            match answer {
+                Err(e) => assert!(e.is_unavailable(), "{e}"),
+                Ok(written) => panic!("written ({written}) with the pool closed"),
+            }
+        }
     }
 }
