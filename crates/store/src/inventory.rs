@@ -20,7 +20,8 @@ use uuid::Uuid;
 
 use crate::backend::{Backend, Txn, fetch_count};
 use crate::sql::{
-    Conditions, RowReader, Sql, UniqueKey, non_empty, now, opt_non_empty, to_json, write_error,
+    Conditions, ID_CHUNK, RowReader, Sql, UniqueKey, non_empty, now, opt_non_empty, to_json,
+    write_error,
 };
 use crate::{
     ComponentFilterQuery, ComponentPatch, RackFilter, RackImport, StoreError, StoreResult,
@@ -36,10 +37,6 @@ const COMPONENT_COLUMNS: &str = "id, rack_id, type, name, manufacturer, model, s
 /// Unassigned components (NULL rack) sort last in both dialects; PostgreSQL
 /// alone would put NULLs last and SQLite first.
 const COMPONENT_ORDER: &str = "(rack_id IS NULL), rack_id, type, slot_id, tray_index, name, id";
-
-/// Id lists are bound in chunks of this size, well below both dialects'
-/// parameter limits (SQLite 32766, PostgreSQL 65535).
-pub(crate) const ID_CHUNK: usize = 500;
 
 fn rack_from_row(row: &impl RowReader) -> StoreResult<Rack> {
     Ok(Rack {
@@ -622,15 +619,15 @@ pub(crate) async fn components_of_racks<B: Backend>(
             "SELECT {COMPONENT_COLUMNS} FROM component \
              WHERE rack_id IN {list} AND deleted_at IS NULL ORDER BY {COMPONENT_ORDER}"
         ));
-        if bmcs {
-            components.extend(fetch_components(backend, sql).await?);
-        } else {
-            for row in backend.fetch_all(sql).await? {
-                components.push(component_from_row(&row)?);
-            }
+        for row in backend.fetch_all(sql).await? {
+            components.push(component_from_row(&row)?);
         }
     }
-    Ok(components)
+    if bmcs {
+        with_bmcs(backend, components).await
+    } else {
+        Ok(components)
+    }
 }
 
 /// The planner's view of many racks: (rack, type, component id) of every

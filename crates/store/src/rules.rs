@@ -340,7 +340,7 @@ pub(crate) async fn rule_associations_for_racks<B: Backend>(
     code: &str,
 ) -> StoreResult<Vec<RackRuleAssociation>> {
     let mut associations = Vec::new();
-    for chunk in rack_ids.chunks(crate::inventory::ID_CHUNK) {
+    for chunk in rack_ids.chunks(crate::sql::ID_CHUNK) {
         let mut sql = Sql::default();
         let list = sql.bind_list(chunk.iter().copied());
         let operation_type = sql.bind(task_type.as_str());

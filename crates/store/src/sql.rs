@@ -101,6 +101,10 @@ impl From<Option<serde_json::Value>> for Arg {
     }
 }
 
+/// Id lists are bound in chunks of this size, well below both dialects'
+/// parameter limits (SQLite 32766, PostgreSQL 65535).
+pub(crate) const ID_CHUNK: usize = 500;
+
 /// Truncates to microseconds, the precision both dialects store, so a value
 /// written and read back compares equal in either.
 pub(crate) fn micros(t: DateTime<Utc>) -> DateTime<Utc> {

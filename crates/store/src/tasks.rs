@@ -23,8 +23,8 @@ use uuid::Uuid;
 
 use crate::backend::{Backend, Txn, fetch_count, xact_lock};
 use crate::sql::{
-    Conditions, RowReader, Sql, UniqueKey, Violation, lock_key, non_empty, now, opt_non_empty,
-    parse_named, to_json, violation, write_error,
+    Conditions, ID_CHUNK, RowReader, Sql, UniqueKey, Violation, lock_key, non_empty, now,
+    opt_non_empty, parse_named, to_json, violation, write_error,
 };
 use crate::{
     StoreError, StoreResult, SubmitDecision, SubmitOutcome, TaskFilter, TaskLease, TaskTransition,
@@ -45,9 +45,6 @@ const TASK_COLUMNS_NO_REPORT: &str = "id, type, executor_type, information, desc
 
 /// Waiting, pending and running, as an SQL list.
 const UNFINISHED: &str = "('waiting', 'pending', 'running')";
-
-/// Id lists are bound in chunks of this size (see `inventory.rs`).
-const ID_CHUNK: usize = 500;
 
 /// The `attributes` JSON column.
 #[derive(Debug, Default, Serialize, Deserialize)]
