@@ -475,28 +475,21 @@ impl Dispatcher {
     /// operation without an explicit rule (a run's children always are of
     /// one operation); otherwise each child reads its own.
     async fn read_children_racks(&self, claimed: &[ChildSubmission]) -> ChildReads {
-        let Some(first) = claimed.first() else {
+        let [first, _, ..] = claimed else {
             return ChildReads::new();
         };
-        let operation = |s: &ChildSubmission| {
-            (
-                s.request.task_type,
-                s.request.information.code.clone(),
-                s.request.rule_id,
-            )
-        };
-        let (task_type, code, rule_id) = operation(first);
-        if claimed.len() < 2
-            || rule_id.is_some()
-            || claimed
-                .iter()
-                .any(|s| operation(s) != (task_type, code.clone(), None))
-        {
+        let (task_type, code) = (first.request.task_type, &first.request.information.code);
+        let one_operation = claimed.iter().all(|s| {
+            s.request.rule_id.is_none()
+                && s.request.task_type == task_type
+                && s.request.information.code == *code
+        });
+        if !one_operation {
             return ChildReads::new();
         }
         let rack_ids: Vec<Uuid> = claimed.iter().map(|s| s.request.required_rack_id).collect();
         self.tasks
-            .read_children_racks(task_type, &code, &rack_ids)
+            .read_children_racks(task_type, code, &rack_ids)
             .await
     }
 

@@ -704,18 +704,19 @@ impl TaskManager {
             tracing::debug!("batched child reads failed; each child reads its own rack");
             return reads;
         };
+        // Each associated rule once; by rack, the rule its association names.
         let mut rules: HashMap<Uuid, Option<OperationRule>> = HashMap::new();
+        let mut associated: HashMap<Uuid, Uuid> = HashMap::new();
         for association in &associations {
             if let std::collections::hash_map::Entry::Vacant(entry) =
                 rules.entry(association.rule_id)
             {
-                match self.store.rule_get(association.rule_id).await {
-                    Ok(rule) => {
-                        entry.insert(rule);
-                    }
-                    Err(_) => return ChildReads::new(),
-                }
+                let Ok(rule) = self.store.rule_get(association.rule_id).await else {
+                    return ChildReads::new();
+                };
+                entry.insert(rule);
             }
+            associated.insert(association.rack_id, association.rule_id);
         }
         let mut components_by_rack: HashMap<Uuid, Vec<rackflow_domain::inventory::Component>> =
             HashMap::new();
@@ -734,17 +735,11 @@ impl TaskManager {
             .map(|r| (r.id, r))
             .collect();
         for &rack_id in rack_ids {
-            let association = associations
-                .iter()
-                .find(|a| a.rack_id == rack_id)
-                .and_then(|a| rules.get(&a.rule_id).cloned().flatten());
-            let rule = rule::resolve_rule(
-                None,
-                association.as_ref(),
-                default.as_ref(),
-                task_type,
-                code,
-            );
+            let association = associated
+                .get(&rack_id)
+                .and_then(|rule_id| rules.get(rule_id))
+                .and_then(Option::as_ref);
+            let rule = rule::resolve_rule(None, association, default.as_ref(), task_type, code);
             reads.insert(
                 rack_id,
                 RackReads {
