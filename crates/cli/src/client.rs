@@ -8,7 +8,66 @@ use std::time::Duration;
 
 use rackflow_api::v1::flow_client::FlowClient;
 use rackflow_api::v1::flow_extensions_client::FlowExtensionsClient;
-use tonic::transport::{Channel, Endpoint};
+use rackflow_security::ClientTlsFiles;
+use rackflow_security::tls::ClientTlsKeys;
+use tonic::transport::Channel;
+
+/// The flow server a client command talks to: its address (`http://` or
+/// `https://`) and the TLS files of `--tls-ca`, `--tls-cert`, `--tls-key`.
+/// Reads as its address (`Deref<Target = str>`, `Display`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerAddress {
+    url: String,
+    tls: ClientTlsFiles,
+}
+
+impl ServerAddress {
+    /// `url` (already normalised, with a scheme) with TLS files.
+    pub fn new(url: impl Into<String>, tls: ClientTlsFiles) -> Self {
+        ServerAddress {
+            url: url.into(),
+            tls,
+        }
+    }
+
+    /// A plaintext (or system-roots `https://`) address without files.
+    pub fn plain(url: impl Into<String>) -> Self {
+        ServerAddress::new(url, ClientTlsFiles::default())
+    }
+
+    /// The `rackflow …` prefix a printed hint ("continue with: …") needs to
+    /// reach this server again: the address and the TLS flags.
+    pub fn command_prefix(&self) -> String {
+        let mut prefix = crate::watch::command_prefix(Some(&self.url));
+        for (flag, path) in [
+            ("--tls-ca", &self.tls.ca),
+            ("--tls-cert", &self.tls.cert),
+            ("--tls-key", &self.tls.key),
+        ] {
+            if let Some(path) = path {
+                prefix.push_str(&format!(" {flag} {}", path.display()));
+            }
+        }
+        if let Some(name) = &self.tls.server_name {
+            prefix.push_str(&format!(" --tls-server-name {name}"));
+        }
+        prefix
+    }
+}
+
+impl std::ops::Deref for ServerAddress {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.url
+    }
+}
+
+impl std::fmt::Display for ServerAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.url)
+    }
+}
 
 /// Connected client of the server: the reference's `v1.Flow` (reached through
 /// `Deref`) and rackflow's own `v1.FlowExtensions` ([`Flow::extensions`]) on
@@ -73,23 +132,23 @@ impl std::fmt::Display for ConnectError {
 
 impl std::error::Error for ConnectError {}
 
-/// Connects to `server` (already normalised, with a scheme).
-pub async fn connect(server: &str) -> anyhow::Result<Flow> {
+/// Connects to `server`.
+pub async fn connect(server: &ServerAddress) -> anyhow::Result<Flow> {
     connect_with(server, Some(REQUEST_TIMEOUT)).await
 }
 
 /// Connects without a per-call deadline: for server-streaming calls such as
 /// `WatchOperationRun`, which stay open as long as the run is watched.
-pub async fn connect_streaming(server: &str) -> anyhow::Result<Flow> {
+pub async fn connect_streaming(server: &ServerAddress) -> anyhow::Result<Flow> {
     connect_with(server, None).await
 }
 
-async fn connect_with(server: &str, timeout: Option<Duration>) -> anyhow::Result<Flow> {
-    let mut endpoint = Endpoint::from_shared(server.to_string())
-        .map_err(|e| ConnectError {
-            server: server.to_string(),
-            detail: e.to_string(),
-        })?
+async fn connect_with(server: &ServerAddress, timeout: Option<Duration>) -> anyhow::Result<Flow> {
+    // TLS files with an http:// address, or unreadable files, are a usage
+    // error: never a silent plaintext connection.
+    let mut endpoint = server
+        .tls
+        .endpoint(&server.url, ClientTlsKeys::CLI)?
         .connect_timeout(CONNECT_TIMEOUT);
     if let Some(timeout) = timeout {
         endpoint = endpoint.timeout(timeout);

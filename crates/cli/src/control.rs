@@ -9,7 +9,7 @@ use crate::client;
 use crate::output::{OutputFormat, print_json};
 use crate::run::{RunSummaryView, RunView};
 use crate::spec::RunSpec;
-use crate::watch::{command_prefix, pause_help, status_line};
+use crate::watch::{pause_help, status_line};
 
 /// One manual control.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +75,7 @@ pub async fn send(
 
 /// `rackflow run pause|resume|advance|cancel ID`.
 pub async fn run_control(
-    server: &str,
+    server: &crate::client::ServerAddress,
     id: uuid::Uuid,
     control: &Control,
     output: OutputFormat,
@@ -103,7 +103,7 @@ pub async fn run_control(
                     0
                 };
                 if let Some(help) =
-                    pause_help(&view.summary, current_phase, &command_prefix(Some(server)))
+                    pause_help(&view.summary, current_phase, &server.command_prefix())
                 {
                     crate::outln!("continue with: {}", help.command);
                     if let Some(note) = help.note {

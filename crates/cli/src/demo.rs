@@ -420,7 +420,8 @@ pub async fn run(args: &DemoArgs, output: OutputFormat) -> anyhow::Result<()> {
         );
     }
     let server_url = format!("http://{addr}");
-    let body = demo(args, output, &server_url, &fleet_sim, timings);
+    let address = client::ServerAddress::plain(server_url.clone());
+    let body = demo(args, output, &address, &fleet_sim, timings);
     let result = tokio::select! {
         r = body => r,
         r = tokio::signal::ctrl_c() => match r {
@@ -487,7 +488,7 @@ pub async fn run(args: &DemoArgs, output: OutputFormat) -> anyhow::Result<()> {
 
 /// Connects to the in-process server; it is bound already, so this only
 /// waits for it to serve.
-async fn connect(server: &str) -> anyhow::Result<Flow> {
+async fn connect(server: &crate::client::ServerAddress) -> anyhow::Result<Flow> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         match client::connect(server).await {
@@ -506,7 +507,7 @@ async fn connect(server: &str) -> anyhow::Result<Flow> {
 async fn demo(
     args: &DemoArgs,
     output: OutputFormat,
-    server: &str,
+    server: &crate::client::ServerAddress,
     fleet_sim: &SimFleet,
     timings: Timings,
 ) -> anyhow::Result<DemoSummary> {

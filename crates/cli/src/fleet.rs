@@ -538,7 +538,11 @@ pub struct ImportSummary {
 
 /// `rackflow fleet import FILE`: creates the racks whose external id the
 /// server does not know yet; skips the others.
-pub async fn run_import(server: &str, path: &Path, output: OutputFormat) -> anyhow::Result<()> {
+pub async fn run_import(
+    server: &crate::client::ServerAddress,
+    path: &Path,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     let fleet = FleetFile::load(path)?;
     let mut flow = client::connect(server).await?;
     let summary = import_fleet(&mut flow, &fleet, output == OutputFormat::Table).await?;

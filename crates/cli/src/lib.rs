@@ -56,6 +56,30 @@ pub struct Cli {
         value_parser = args::normalize_server
     )]
     pub server: String,
+    /// CA bundle the server's certificate must chain to (`https://` only;
+    /// without it, the system's roots).
+    #[arg(long, global = true, env = "RACKFLOW_TLS_CA", value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate for mTLS (with --tls-key).
+    #[arg(
+        long,
+        global = true,
+        env = "RACKFLOW_TLS_CLIENT_CERT",
+        value_name = "PEM"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key of --tls-cert.
+    #[arg(
+        long,
+        global = true,
+        env = "RACKFLOW_TLS_CLIENT_KEY",
+        value_name = "PEM"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// Name to check the server's certificate against, when it is not the
+    /// address's host.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub tls_server_name: Option<String>,
     /// Output format of client commands.
     #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
@@ -264,7 +288,15 @@ pub fn main() -> ExitCode {
 
 /// Runs one parsed command.
 pub async fn execute(cli: Cli) -> anyhow::Result<()> {
-    let server = cli.server.as_str();
+    let server = &client::ServerAddress::new(
+        cli.server.clone(),
+        rackflow_security::ClientTlsFiles {
+            ca: cli.tls_ca.clone(),
+            cert: cli.tls_cert.clone(),
+            key: cli.tls_key.clone(),
+            server_name: cli.tls_server_name.clone(),
+        },
+    );
     let output = cli.output;
     match cli.command {
         Command::Serve(args) => serve::run(&args).await,
@@ -349,7 +381,10 @@ struct ServerVersionView {
 }
 
 /// `rackflow version`: the client version, then the server's.
-async fn version(server: &str, output: OutputFormat) -> anyhow::Result<()> {
+async fn version(
+    server: &crate::client::ServerAddress,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     if output == OutputFormat::Table {
         crate::outln!("client: rackflow {CLIENT_VERSION}");
     }

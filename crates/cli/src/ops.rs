@@ -169,7 +169,7 @@ impl PowerCommand {
 
 /// `rackflow power on|off|reset`.
 pub async fn run_power(
-    server: &str,
+    server: &crate::client::ServerAddress,
     command: &PowerCommand,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
@@ -276,7 +276,7 @@ impl FirmwareArgs {
 
 /// `rackflow firmware upgrade`.
 pub async fn run_firmware(
-    server: &str,
+    server: &crate::client::ServerAddress,
     command: &FirmwareCommand,
     output: OutputFormat,
 ) -> anyhow::Result<()> {

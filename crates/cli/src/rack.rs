@@ -189,7 +189,7 @@ pub struct RackListView {
 
 /// `rackflow rack list`.
 pub async fn run_list(
-    server: &str,
+    server: &crate::client::ServerAddress,
     with_components: bool,
     limit: Option<i32>,
     offset: Option<i32>,
@@ -262,7 +262,7 @@ pub async fn run_list(
 
 /// `rackflow rack get ID_OR_EXTERNAL_ID`.
 pub async fn run_get(
-    server: &str,
+    server: &crate::client::ServerAddress,
     id: &str,
     with_components: bool,
     output: OutputFormat,

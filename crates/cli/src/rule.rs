@@ -352,7 +352,11 @@ fn uuid_msg(id: uuid::Uuid) -> Option<v1::Uuid> {
 // ---------------------------------------------------------------------------
 
 /// Runs one `rule` subcommand.
-pub async fn run(server: &str, command: &RuleCommand, output: OutputFormat) -> anyhow::Result<()> {
+pub async fn run(
+    server: &crate::client::ServerAddress,
+    command: &RuleCommand,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     match command {
         RuleCommand::Create(args) => run_create(server, args, output).await,
         RuleCommand::List(args) => run_list(server, args, output).await,
@@ -455,7 +459,7 @@ pub fn disassociate_request(
 }
 
 async fn run_create(
-    server: &str,
+    server: &crate::client::ServerAddress,
     args: &CreateRuleArgs,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
@@ -483,7 +487,11 @@ async fn create(
         .context("the server answered without a rule id")
 }
 
-async fn run_list(server: &str, args: &ListRulesArgs, output: OutputFormat) -> anyhow::Result<()> {
+async fn run_list(
+    server: &crate::client::ServerAddress,
+    args: &ListRulesArgs,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     let mut flow = client::connect(server).await?;
     let response = flow
         .list_operation_rules(args.to_request())
@@ -522,7 +530,11 @@ async fn run_list(server: &str, args: &ListRulesArgs, output: OutputFormat) -> a
     Ok(())
 }
 
-async fn run_get(server: &str, id: uuid::Uuid, output: OutputFormat) -> anyhow::Result<()> {
+async fn run_get(
+    server: &crate::client::ServerAddress,
+    id: uuid::Uuid,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     let mut flow = client::connect(server).await?;
     let rule = flow
         .get_operation_rule(v1::GetOperationRuleRequest {
@@ -540,7 +552,7 @@ async fn run_get(server: &str, id: uuid::Uuid, output: OutputFormat) -> anyhow::
 }
 
 async fn run_associations(
-    server: &str,
+    server: &crate::client::ServerAddress,
     rack_id: uuid::Uuid,
     rule_type: Option<RuleType>,
     code: Option<&str>,
@@ -684,7 +696,11 @@ fn line(rule: &PlannedRule, text: &str) -> String {
 }
 
 /// `rackflow rule load FILE`.
-pub async fn run_load(server: &str, args: &LoadArgs, output: OutputFormat) -> anyhow::Result<()> {
+pub async fn run_load(
+    server: &crate::client::ServerAddress,
+    args: &LoadArgs,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     let (planned, warnings) = plan_load(&args.file)?;
     warn(&warnings);
     let table = output == OutputFormat::Table;

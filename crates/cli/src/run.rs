@@ -191,7 +191,7 @@ pub struct CreatedView {
 
 /// `rackflow run create`.
 pub async fn run_create(
-    server: &str,
+    server: &crate::client::ServerAddress,
     args: &CreateArgs,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
@@ -574,7 +574,7 @@ impl PhaseStatsView {
 
 /// `rackflow run get ID`.
 pub async fn run_get(
-    server: &str,
+    server: &crate::client::ServerAddress,
     id: uuid::Uuid,
     stats: bool,
     output: OutputFormat,
@@ -704,7 +704,7 @@ pub struct RunListView {
 
 /// `rackflow run list`.
 pub async fn run_list(
-    server: &str,
+    server: &crate::client::ServerAddress,
     names: &[String],
     wildcard: bool,
     states: &[StateFilter],
@@ -840,7 +840,7 @@ pub struct TargetListView {
 
 /// `rackflow run targets ID`.
 pub async fn run_targets(
-    server: &str,
+    server: &crate::client::ServerAddress,
     id: uuid::Uuid,
     status: Option<v1::OperationRunTargetStatus>,
     scope: PhaseScope,

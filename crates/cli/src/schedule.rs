@@ -587,7 +587,7 @@ fn id(u: uuid::Uuid) -> Option<v1::Uuid> {
 
 /// Runs one `schedule` command.
 pub async fn run(
-    server: &str,
+    server: &crate::client::ServerAddress,
     command: &ScheduleCommand,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
@@ -759,7 +759,7 @@ pub async fn run(
 }
 
 async fn run_scope(
-    server: &str,
+    server: &crate::client::ServerAddress,
     command: &ScopeCommand,
     output: OutputFormat,
 ) -> anyhow::Result<()> {

@@ -245,7 +245,11 @@ pub struct TaskListView {
 }
 
 /// `rackflow task list`.
-pub async fn run_list(server: &str, args: &ListArgs, output: OutputFormat) -> anyhow::Result<()> {
+pub async fn run_list(
+    server: &crate::client::ServerAddress,
+    args: &ListArgs,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     let request = args.to_request()?;
     let mut flow = client::connect(server).await?;
     let response = flow
@@ -336,7 +340,11 @@ pub struct TasksView {
 
 /// `rackflow task get ID…`: the tasks found, in the order asked; then an
 /// error naming the ids the server does not know.
-pub async fn run_get(server: &str, ids: &[uuid::Uuid], output: OutputFormat) -> anyhow::Result<()> {
+pub async fn run_get(
+    server: &crate::client::ServerAddress,
+    ids: &[uuid::Uuid],
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     let mut flow = client::connect(server).await?;
     let (tasks, missing) = fetch(&mut flow, ids).await?;
     let mut views: Vec<TaskView> = tasks.iter().map(TaskView::from_proto).collect();
@@ -360,7 +368,11 @@ pub async fn run_get(server: &str, ids: &[uuid::Uuid], output: OutputFormat) -> 
 }
 
 /// `rackflow task cancel ID`.
-pub async fn run_cancel(server: &str, id: uuid::Uuid, output: OutputFormat) -> anyhow::Result<()> {
+pub async fn run_cancel(
+    server: &crate::client::ServerAddress,
+    id: uuid::Uuid,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     let mut flow = client::connect(server).await?;
     let task = flow
         .cancel_task(v1::CancelTaskRequest {
@@ -433,7 +445,7 @@ pub fn render_watch_frame(task: &TaskView, interval: Duration) -> String {
 /// the changes are printed, each line prefixed with the UTC time. `-o json` prints nothing while
 /// waiting and the final task at the end.
 pub async fn run_watch(
-    server: &str,
+    server: &crate::client::ServerAddress,
     id: uuid::Uuid,
     interval: Duration,
     output: OutputFormat,

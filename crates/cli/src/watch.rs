@@ -622,7 +622,7 @@ impl Watcher {
     /// Connects to `server`. `prefix` starts every suggested command
     /// ([`command_prefix`]).
     pub async fn connect(
-        server: &str,
+        server: &crate::client::ServerAddress,
         id: uuid::Uuid,
         output: OutputFormat,
         prefix: String,
@@ -919,12 +919,12 @@ fn now() -> String {
 
 /// `rackflow run watch ID`.
 pub async fn run_watch(
-    server: &str,
+    server: &crate::client::ServerAddress,
     id: uuid::Uuid,
     exit_on_pause: bool,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
-    let mut watcher = Watcher::connect(server, id, output, command_prefix(Some(server))).await?;
+    let mut watcher = Watcher::connect(server, id, output, server.command_prefix()).await?;
     let snapshot = watcher.follow(exit_on_pause).await?;
     match output {
         OutputFormat::Json => print_json(&snapshot)?,

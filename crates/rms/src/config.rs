@@ -56,6 +56,10 @@ pub struct RmsConfig {
     pub metrics: MetricsConfig,
     pub workflows: WorkflowsConfig,
     pub nodes: NodesConfig,
+    /// TLS / mTLS of the gRPC port (`[tls]`; `/metrics` stays plain HTTP).
+    pub tls: rackflow_security::TlsSection,
+    /// Who may call which RPC (`[authorization]`).
+    pub authorization: rackflow_security::AuthorizationSection,
 }
 
 /// `[metrics]`: the Prometheus `/metrics` endpoint.
@@ -116,6 +120,8 @@ impl Default for RmsConfig {
             metrics: MetricsConfig::default(),
             workflows: WorkflowsConfig::default(),
             nodes: NodesConfig::default(),
+            tls: rackflow_security::TlsSection::default(),
+            authorization: rackflow_security::AuthorizationSection::default(),
         }
     }
 }

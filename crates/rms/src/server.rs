@@ -34,6 +34,9 @@ pub enum ServerError {
     Metrics(std::io::Error),
     #[error("node back end `redfish`: {0}")]
     Redfish(#[from] RedfishBackendError),
+    /// `[tls]` / `[authorization]` that cannot be served.
+    #[error(transparent)]
+    Security(#[from] rackflow_security::SecurityError),
 }
 
 /// The back end the `[nodes]` section selects.
@@ -52,6 +55,9 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
 
 /// Binds the configured addresses and serves until `shutdown` fires.
 pub async fn serve(config: RmsConfig, shutdown: CancellationToken) -> Result<(), ServerError> {
+    // Refuse unusable TLS / authorization settings before binding anything.
+    let transport = config.tls.check(config.listen)?;
+    config.authorization.policy(transport)?;
     let backend = build_backend(&config.nodes)?;
     let listener = bind(config.listen).await?;
     let metrics = if config.metrics.enabled {
@@ -71,6 +77,12 @@ pub async fn serve_on(
     metrics_listener: Option<TcpListener>,
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
+    let edge = rackflow_security::ServerEdge::new(
+        "rms",
+        listener.local_addr().unwrap_or(config.listen),
+        &config.tls,
+        &config.authorization,
+    )?;
     let tracker = Arc::new(
         JobTracker::builder()
             .limits(&config.workflows.job_limits())
@@ -89,12 +101,21 @@ pub async fn serve_on(
         ))
     });
     let shutdown_timeout = config.workflows.shutdown_timeout();
-    let service = RackManagerService::new(Arc::clone(&tracker), backend.clone(), config.workflows);
+    // Passwords travel only over TLS, unless the operator allowed plaintext.
+    let credentials_allowed =
+        edge.transport != rackflow_security::tls::Transport::Plaintext || config.tls.allow_insecure;
+    let service = RackManagerService::new(Arc::clone(&tracker), backend.clone(), config.workflows)
+        .accept_credentials(credentials_allowed);
     let addr = listener.local_addr().ok();
     tracing::info!(?addr, backend = backend.kind(), "rack manager listening");
     let stop = shutdown.clone();
     let grace = std::time::Duration::from_secs(config.shutdown_grace_seconds);
-    let server = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = edge.tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let server = builder
+        .layer(edge.layer)
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(
             // TCP_NODELAY: without it every small unary response waits out

@@ -846,3 +846,70 @@ async fn metrics_endpoint_serves_workflow_counters() {
     assert!(status.contains("404"), "{status}");
     rms.stop().await;
 }
+
+/// A plaintext rack manager without `tls.allow_insecure` refuses BMC
+/// passwords (registration, batch power and batch firmware alike) and
+/// registers nothing; nodes without credentials still register.
+#[tokio::test]
+async fn credentials_over_plaintext_are_refused_unless_allowed() {
+    let rms = TestRms::start_with(|c| c.tls.allow_insecure = false).await;
+    let mut client = rms.client.clone();
+    let mut with_password = node_info("rack-p", "p1", COMPUTE);
+    with_password.bmc_endpoint.as_mut().unwrap().credentials = Some(pb::Credentials {
+        auth: Some(pb::credentials::Auth::UserPass(pb::UsernamePassword {
+            username: "root".into(),
+            password: "hunter2".into(),
+        })),
+    });
+    let set = pb::NodeSet {
+        nodes: vec![with_password],
+    };
+    let err = client
+        .create_nodes(pb::CreateNodesRequest {
+            nodes: Some(set.clone()),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(
+        err.message().contains("TLS") && !err.message().contains("hunter2"),
+        "{err:?}"
+    );
+    let err = client
+        .batch_set_power_state(pb::BatchSetPowerStateRequest {
+            nodes: Some(set.clone()),
+            operation: pb::PowerOperation::On as i32,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    let err = client
+        .batch_update_firmware(pb::BatchUpdateFirmwareRequest {
+            nodes: Some(set),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    let racks = client
+        .list_racks(pb::ListRacksRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        !format!("{racks:?}").contains("rack-p"),
+        "nothing registered: {racks:?}"
+    );
+    // Without credentials, registration works as before.
+    let mut bare = node_info("rack-q", "q1", COMPUTE);
+    bare.bmc_endpoint.as_mut().unwrap().credentials = None;
+    let created = client
+        .create_nodes(pb::CreateNodesRequest {
+            nodes: Some(pb::NodeSet { nodes: vec![bare] }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(created.stats.unwrap().successful_nodes, 1);
+    rms.stop().await;
+}

@@ -56,6 +56,8 @@ async fn start_rms() -> Rms {
     config.workflows.shutdown_timeout_seconds = 1;
     config.workflows.bmc_call_timeout_seconds = 30.try_into().expect("non-zero");
     config.shutdown_grace_seconds = 1;
+    // Credentials over plaintext loopback, allowed explicitly.
+    config.tls.allow_insecure = true;
     config.nodes.backend = BackendKind::Redfish;
     config.nodes.redfish = toml::from_str(
         r#"

@@ -2,7 +2,9 @@
 //!
 //! Layers, later wins: built-in defaults → TOML file (`--config`) → environment
 //! (`RACKFLOW_LISTEN`, `RACKFLOW_DB`, `DATABASE_URL`, `RACKFLOW_MAX_CANDIDATE_TARGETS`,
-//! `RACKFLOW_EXECUTOR`, `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`)
+//! `RACKFLOW_EXECUTOR`, `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `RACKFLOW_TLS_CERT`,
+//! `RACKFLOW_TLS_KEY`, `RACKFLOW_TLS_CLIENT_CA`, `RACKFLOW_ALLOW_INSECURE`,
+//! `RACKFLOW_AUTHORIZATION_MODE`)
 //! → command-line flags (applied by the binary on the loaded struct).
 
 use std::net::SocketAddr;
@@ -41,6 +43,10 @@ pub struct Config {
     pub rms: rackflow_engine::manager::rms::RmsProviderConfig,
     /// The Temporal cluster of `tasks.executor = "temporal"` (`[temporal]`).
     pub temporal: TemporalSection,
+    /// TLS / mTLS of the gRPC port (`[tls]`).
+    pub tls: rackflow_security::TlsSection,
+    /// Who may call which RPC (`[authorization]`).
+    pub authorization: rackflow_security::AuthorizationSection,
 }
 
 /// Which executor runs tasks (decision C2).
@@ -268,6 +274,8 @@ impl Default for Config {
             provider: Provider::default(),
             rms: rackflow_engine::manager::rms::RmsProviderConfig::default(),
             temporal: TemporalSection::default(),
+            tls: rackflow_security::TlsSection::default(),
+            authorization: rackflow_security::AuthorizationSection::default(),
         }
     }
 }
@@ -303,6 +311,8 @@ impl std::fmt::Debug for Config {
             .field("provider", &self.provider)
             .field("rms", &self.rms)
             .field("temporal", &self.temporal)
+            .field("tls", &self.tls)
+            .field("authorization", &self.authorization)
             .finish()
     }
 }
@@ -337,6 +347,9 @@ pub enum ConfigError {
     /// A value that parses but cannot be used; `key` as written in TOML.
     #[error("{key}: {detail}")]
     Invalid { key: &'static str, detail: String },
+    /// `[tls]` / `[authorization]` settings that cannot work together.
+    #[error(transparent)]
+    Security(#[from] rackflow_security::SecurityError),
 }
 
 /// Bounds of `tasks.lease_secs` (0 = the default). Shorter, and a pause of
@@ -370,6 +383,8 @@ impl Config {
 
     /// Values the types admit but the server cannot use.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let transport = self.tls.check(self.listen)?;
+        self.authorization.policy(transport)?;
         let lease = self.tasks.lease_secs;
         if lease != 0 && !LEASE_SECS.contains(&lease) {
             return Err(ConfigError::Invalid {
@@ -465,6 +480,39 @@ impl Config {
         }
         if let Some(namespace) = get("TEMPORAL_NAMESPACE").filter(|n| !n.trim().is_empty()) {
             self.temporal.namespace = namespace;
+        }
+        for (name, slot) in [
+            ("RACKFLOW_TLS_CERT", &mut self.tls.cert),
+            ("RACKFLOW_TLS_KEY", &mut self.tls.key),
+            ("RACKFLOW_TLS_CLIENT_CA", &mut self.tls.client_ca),
+        ] {
+            if let Some(path) = get(name).filter(|p| !p.trim().is_empty()) {
+                *slot = Some(PathBuf::from(path));
+            }
+        }
+        if let Some(value) = get("RACKFLOW_ALLOW_INSECURE") {
+            self.tls.allow_insecure = match value.trim() {
+                "1" | "true" => true,
+                "0" | "false" | "" => false,
+                other => {
+                    return Err(ConfigError::Env {
+                        name: "RACKFLOW_ALLOW_INSECURE",
+                        detail: format!("{other:?} is not a boolean (true, false, 1, 0)"),
+                    });
+                }
+            };
+        }
+        if let Some(mode) = get("RACKFLOW_AUTHORIZATION_MODE") {
+            self.authorization.mode = Some(match mode.trim() {
+                "enforce" => rackflow_security::Mode::Enforce,
+                "audit" => rackflow_security::Mode::Audit,
+                other => {
+                    return Err(ConfigError::Env {
+                        name: "RACKFLOW_AUTHORIZATION_MODE",
+                        detail: format!("{other:?} is not a mode (enforce, audit)"),
+                    });
+                }
+            });
         }
         if let Some(limit) = get("RACKFLOW_MAX_CANDIDATE_TARGETS") {
             self.planner.max_candidate_targets = limit.parse().map_err(|e| ConfigError::Env {
@@ -587,6 +635,44 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("RACKFLOW_EXECUTOR"), "{err}");
         assert!(toml::from_str::<Config>("[tasks]\nexecutor = \"remote\"\n").is_err());
+    }
+
+    #[test]
+    fn tls_and_authorization_come_from_the_file_and_the_environment() {
+        let mut c: Config = toml::from_str(
+            "listen = \"0.0.0.0:50051\"\n[tls]\ncert = \"s.pem\"\nkey = \"s.key\"\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        c.apply_env(|name| match name {
+            "RACKFLOW_TLS_CLIENT_CA" => Some("ca.pem".into()),
+            "RACKFLOW_AUTHORIZATION_MODE" => Some("enforce".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.tls.client_ca, Some(PathBuf::from("ca.pem")));
+        // Enforce with mTLS and nobody on the allowlist denies everything.
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.starts_with("authorization.identities"), "{err}");
+        c.authorization
+            .identities
+            .insert("spiffe://t/ops".into(), rackflow_security::Role::Operator);
+        c.validate().unwrap();
+        // Plaintext off loopback needs an explicit allow.
+        let mut plain: Config = toml::from_str("listen = \"0.0.0.0:50051\"\n").unwrap();
+        let err = plain.validate().unwrap_err().to_string();
+        assert!(err.contains("tls.allow_insecure"), "{err}");
+        plain
+            .apply_env(|name| (name == "RACKFLOW_ALLOW_INSECURE").then(|| "true".into()))
+            .unwrap();
+        plain.validate().unwrap();
+        let err = Config::default()
+            .apply_env(|name| (name == "RACKFLOW_ALLOW_INSECURE").then(|| "yes".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("RACKFLOW_ALLOW_INSECURE"), "{err}");
+        // The loopback default still serves plaintext in audit mode.
+        Config::default().validate().unwrap();
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub enum ServerError {
     /// The configured task executor cannot be set up.
     #[error("task executor: {0}")]
     Executor(String),
+    /// `[tls]` / `[authorization]` that cannot be served.
+    #[error(transparent)]
+    Security(#[from] rackflow_security::SecurityError),
 }
 
 /// Which database the configuration points at.
@@ -104,6 +107,13 @@ pub async fn serve_with_fleet(
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
     let addr = listener.local_addr().ok();
+    // Checked against the address actually bound (tests bind port 0).
+    let edge = rackflow_security::ServerEdge::new(
+        "flow",
+        addr.unwrap_or(config.listen),
+        &config.tls,
+        &config.authorization,
+    )?;
     let registry = Arc::new(match config.provider {
         config::Provider::Sim => fleet.registry(),
         config::Provider::Rms => {
@@ -193,7 +203,12 @@ pub async fn serve_with_fleet(
     tracing::info!(?addr, store = store.dialect(), "flow server listening");
     let grace = Duration::from_secs(config.shutdown_grace_secs);
     let stop = shutdown.clone();
-    let server = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = edge.tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let server = builder
+        .layer(edge.layer)
         .add_service(health_service)
         .add_service(reflection)
         .add_service(FlowServer::from_arc(flow.clone()))

@@ -16,12 +16,22 @@ use rackflow_api::rack_manager as rmpb;
 use rackflow_api::v1 as pb;
 use rackflow_rms::backend::PowerState;
 use rackflow_rms::backend::sim::SimBackendConfig;
+use rackflow_security::Role;
 use rackflow_server::Config;
 use rackflow_server::config::Provider;
+use rackflow_testkit::pki::{TestPki, tls_channel};
 use rackflow_testkit::rms::TestRms;
 use uuid::Uuid;
 
-both_stores!(firmware_upgrade_and_power_on_through_the_rack_manager);
+/// Flow's identity towards the rack manager in the mTLS test.
+const FLOW: &str = "spiffe://rackflow.test/flow";
+/// Who registers the rack manager's nodes in the mTLS test.
+const RMS_ADMIN: &str = "spiffe://rackflow.test/sre/admin";
+
+both_stores!(
+    firmware_upgrade_and_power_on_through_the_rack_manager,
+    flow_drives_the_rack_manager_over_mtls
+);
 
 const DEADLINE: Duration = Duration::from_secs(60);
 /// The fixture rack (`r-0001`: 2 compute trays, 1 NVSwitch, 1 power shelf).
@@ -39,6 +49,12 @@ const NODES: [(&str, rmpb::NodeType); 4] = [
 /// A rack manager on the sim back end with the fixture rack's components
 /// registered as nodes and each type's 2.0.0 image.
 async fn start_rms() -> TestRms {
+    start_rms_with(None).await
+}
+
+/// [`start_rms`]; with `pki`, the rack manager runs mTLS with [`FLOW`] as an
+/// operator and [`RMS_ADMIN`] (who registers the nodes) as an admin.
+async fn start_rms_with(pki: Option<&TestPki>) -> TestRms {
     let rms = TestRms::start_custom(
         &[
             ("compute-2.0.0.fwpkg", b"image"),
@@ -53,10 +69,26 @@ async fn start_rms() -> TestRms {
                 jitter: 0.0,
                 ..SimBackendConfig::default()
             };
+            if let Some(pki) = pki {
+                config.tls = pki.server_tls(true);
+                config.authorization.identities = [
+                    (FLOW.to_string(), Role::Operator),
+                    (RMS_ADMIN.to_string(), Role::Admin),
+                ]
+                .into();
+            }
         },
         None,
     )
     .await;
+    let mut client = match pki {
+        Some(pki) => rmpb::rack_manager_client::RackManagerClient::new(
+            tls_channel(rms.addr, &pki.client(RMS_ADMIN))
+                .await
+                .expect("mTLS connect"),
+        ),
+        None => rms.client.clone(),
+    };
     let nodes = NODES
         .iter()
         .map(|(node, ty)| rmpb::NodeInfo {
@@ -74,9 +106,7 @@ async fn start_rms() -> TestRms {
             ..Default::default()
         })
         .collect();
-    let created = rms
-        .client
-        .clone()
+    let created = client
         .create_nodes(rmpb::CreateNodesRequest {
             nodes: Some(rmpb::NodeSet { nodes }),
         })
@@ -211,6 +241,56 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
         "the rack manager carried out power-on"
     );
 
+    flow.stop().await;
+    rms.stop().await;
+}
+
+/// The same power-on with the rack manager on mTLS: Flow presents its own
+/// certificate (`[rms.tls]`, an `https://` address) and holds the operator
+/// role there; the rack manager refuses Flow's node registration, which
+/// only an admin may do.
+async fn flow_drives_the_rack_manager_over_mtls(backend: Backend) {
+    let pki = TestPki::new("rms-e2e");
+    let rms = start_rms_with(Some(&pki)).await;
+    let mut config = Config::default();
+    config.dispatcher.enabled = false;
+    config.provider = Provider::Rms;
+    config.rms.address = format!("https://{}", rms.addr);
+    config.rms.tls = pki.client(FLOW);
+    config.rms.poll_interval_ms = 20;
+    config.rms.job_timeout_secs = 30;
+    let Some(mut flow) = TestServer::start_with(backend, config).await else {
+        return;
+    };
+    fixture_fleet(&mut flow.client, 1).await;
+    let reply = flow
+        .client
+        .power_on_rack(pb::PowerOnRackRequest {
+            target_spec: Some(whole_rack()),
+            ..Default::default()
+        })
+        .await
+        .expect("PowerOnRack")
+        .into_inner();
+    wait_completed(&mut flow, task_id(reply)).await;
+    for (node, _) in NODES {
+        assert_eq!(
+            rms.sim().node_power(RACK, node),
+            Some(PowerState::On),
+            "{node}"
+        );
+    }
+    // Flow's certificate is an operator's: registering nodes is refused.
+    let mut as_flow = rmpb::rack_manager_client::RackManagerClient::new(
+        tls_channel(rms.addr, &pki.client(FLOW))
+            .await
+            .expect("mTLS connect"),
+    );
+    let refused = as_flow
+        .create_nodes(rmpb::CreateNodesRequest::default())
+        .await
+        .expect_err("an operator may not register nodes");
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
     flow.stop().await;
     rms.stop().await;
 }

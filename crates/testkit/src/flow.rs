@@ -164,6 +164,7 @@ async fn launch(
     let addr = listener.local_addr().expect("local addr");
     config.listen = addr;
     config.shutdown_grace_secs = 1;
+    let tls = config.tls.cert.is_some();
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     let handle = tokio::spawn(async move {
@@ -175,11 +176,14 @@ async fn launch(
         };
         served.expect("server runs");
     });
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .expect("uri")
-        .connect()
-        .await
-        .expect("connect to test server");
+    let endpoint = Channel::from_shared(format!("http://{addr}")).expect("uri");
+    // A TLS server: the test connects with its own certificates; the kit's
+    // plaintext channel is never used (and must not fail the start).
+    let channel = if tls {
+        endpoint.connect_lazy()
+    } else {
+        endpoint.connect().await.expect("connect to test server")
+    };
     (channel, addr, shutdown, handle)
 }
 

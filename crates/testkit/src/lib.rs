@@ -23,6 +23,8 @@
 //!   start again ([`pg_instance::PgInstance`]), and a fresh database on a
 //!   given server ([`pg_instance::PgDatabase`]).
 //! - [`redfish`]: the Redfish emulator (sushy-tools) and a file server.
+//! - [`pki`]: a CA, server and client certificates made at test time, for
+//!   the TLS / mTLS and authorization tests.
 //! - [`temporal`]: a Temporal development server a test may stop and start
 //!   again ([`temporal::TemporalDevServer`]).
 
@@ -30,6 +32,7 @@ pub mod changes;
 pub mod db;
 pub mod flow;
 pub mod pg_instance;
+pub mod pki;
 pub mod redfish;
 pub mod rms;
 pub mod temporal;

@@ -75,6 +75,10 @@ impl TestRms {
         config.workflows.shutdown_timeout_seconds = 1;
         config.shutdown_grace_seconds = 1;
         config.nodes.sim = fast_sim();
+        // The kit's rack manager is plaintext on loopback and its tests
+        // register nodes with credentials: allowed explicitly, as an
+        // operator would have to (a test of the refusal turns it off).
+        config.tls.allow_insecure = true;
         adjust(&mut config);
         let (sim, node_backend): (Option<Arc<SimBackend>>, Arc<dyn NodeBackend>) = match backend {
             Some(build) => (None, build(&config)),
@@ -89,16 +93,19 @@ impl TestRms {
         let metrics_addr = metrics.local_addr().expect("addr");
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();
+        let tls = config.tls.cert.is_some();
         let handle = tokio::spawn(async move {
             rackflow_rms::server::serve_on(config, node_backend, listener, Some(metrics), stop)
                 .await
                 .expect("rack manager runs");
         });
-        let channel = Channel::from_shared(format!("http://{addr}"))
-            .expect("uri")
-            .connect()
-            .await
-            .expect("connect");
+        let endpoint = Channel::from_shared(format!("http://{addr}")).expect("uri");
+        // A TLS rack manager: the test connects with its own certificates.
+        let channel = if tls {
+            endpoint.connect_lazy()
+        } else {
+            endpoint.connect().await.expect("connect")
+        };
         TestRms {
             client: RackManagerClient::new(channel),
             sim,

@@ -37,7 +37,7 @@ use rackflow_api::rack_manager as pb;
 use rackflow_api::rack_manager::rack_manager_client::RackManagerClient;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use super::{
     ChangeFeeds, ComponentManager, ComponentRef, FirmwareControl, FirmwareRequest, FirmwareState,
@@ -70,7 +70,18 @@ pub struct RmsProviderConfig {
     pub firmware_target: String,
     /// Ask the rack manager to activate firmware after flashing.
     pub activate: bool,
+    /// TLS to the rack manager (`[rms.tls]`: `ca`, `cert`, `key`,
+    /// `server_name`); used when `address` is `https://`.
+    pub tls: rackflow_security::ClientTlsFiles,
 }
+
+/// Names of the settings in errors.
+const TLS_KEYS: rackflow_security::tls::ClientTlsKeys = rackflow_security::tls::ClientTlsKeys {
+    address: "rms.address",
+    ca: "rms.tls.ca",
+    cert: "rms.tls.cert",
+    key: "rms.tls.key",
+};
 
 impl Default for RmsProviderConfig {
     fn default() -> Self {
@@ -83,6 +94,7 @@ impl Default for RmsProviderConfig {
             firmware_file: "{component_type}-{version}.fwpkg".to_owned(),
             firmware_target: String::new(),
             activate: false,
+            tls: rackflow_security::ClientTlsFiles::default(),
         }
     }
 }
@@ -90,8 +102,9 @@ impl Default for RmsProviderConfig {
 /// The provider could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum RmsProviderError {
-    #[error("invalid rack manager address {address:?}: {message}")]
-    Address { address: String, message: String },
+    /// The address or its TLS files cannot be used.
+    #[error(transparent)]
+    Endpoint(#[from] rackflow_security::SecurityError),
 }
 
 #[derive(Debug, Clone)]
@@ -121,11 +134,9 @@ impl Drop for RmsManager {
 impl RmsManager {
     /// A manager for `config.address`; connects lazily on the first call.
     pub fn new(config: RmsProviderConfig) -> Result<Self, RmsProviderError> {
-        let endpoint = Endpoint::from_shared(config.address.clone())
-            .map_err(|e| RmsProviderError::Address {
-                address: config.address.clone(),
-                message: e.to_string(),
-            })?
+        let endpoint = config
+            .tls
+            .endpoint(&config.address, TLS_KEYS)?
             .connect_timeout(Duration::from_millis(config.connect_timeout_ms.max(1)))
             .timeout(Duration::from_millis(config.rpc_timeout_ms.max(1)));
         Ok(RmsManager {

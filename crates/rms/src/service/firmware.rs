@@ -599,7 +599,7 @@ impl RackManagerService {
             .as_ref()
             .map(|s| s.nodes.clone())
             .unwrap_or_default();
-        nodes::normalize_node_set(&nodes_in)?;
+        self.admit_nodes(&nodes_in)?;
         if nodes_in.is_empty() {
             return Ok(respond(
                 batch_response::failure("No nodes specified in request"),

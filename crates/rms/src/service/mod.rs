@@ -36,6 +36,9 @@ pub struct RackManagerService {
     backend: Arc<dyn NodeBackend>,
     nodes: Arc<NodeRegistry>,
     config: Arc<WorkflowsConfig>,
+    /// BMC credentials may arrive on this connection: TLS, or plaintext
+    /// the operator allowed (`tls.allow_insecure`).
+    credentials_allowed: bool,
 }
 
 impl std::fmt::Debug for RackManagerService {
@@ -58,7 +61,45 @@ impl RackManagerService {
             backend,
             nodes: Arc::new(NodeRegistry::default()),
             config: Arc::new(config),
+            credentials_allowed: true,
         }
+    }
+
+    /// Whether requests may carry BMC credentials: the server passes
+    /// `false` when it serves plaintext without `tls.allow_insecure`, so a
+    /// password never crosses the network in clear.
+    pub fn accept_credentials(mut self, allowed: bool) -> Self {
+        self.credentials_allowed = allowed;
+        self
+    }
+
+    /// Checks a request's node set before anything happens: every node's
+    /// type, and no credentials over a connection that may not carry them.
+    pub(crate) fn admit_nodes(&self, nodes: &[pb::NodeInfo]) -> Result<(), Status> {
+        nodes::normalize_node_set(nodes)?;
+        let carries_credentials = nodes.iter().any(|n| {
+            n.bmc_endpoint
+                .as_ref()
+                .and_then(|e| e.credentials.as_ref())
+                .is_some_and(|c| c.auth.is_some())
+        });
+        if carries_credentials && !self.credentials_allowed {
+            return Err(Status::failed_precondition(
+                "BMC credentials are accepted over TLS only: serve the rack manager with \
+                 tls.cert and tls.key, or set tls.allow_insecure = true",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Ephemeral targets of a batch power RPC.
+    fn ephemeral_targets(&self, set: Option<&pb::NodeSet>) -> Result<Vec<EphemeralTarget>, Status> {
+        let nodes = set.map(|s| s.nodes.as_slice()).unwrap_or_default();
+        self.admit_nodes(nodes)?;
+        Ok(nodes
+            .iter()
+            .map(|n| (n.node_id.clone(), nodes::target_of(n, false)))
+            .collect())
     }
 
     /// The job tracker (tests and the server's shutdown use it).
@@ -236,16 +277,6 @@ fn operation_response(ok: bool, message: impl Into<String>) -> pb::OperationResp
 /// in-band message why it has none.
 type EphemeralTarget = (String, Result<NodeTarget, String>);
 
-/// Ephemeral targets of a batch power RPC.
-fn ephemeral_targets(set: Option<&pb::NodeSet>) -> Result<Vec<EphemeralTarget>, Status> {
-    let nodes = set.map(|s| s.nodes.as_slice()).unwrap_or_default();
-    nodes::normalize_node_set(nodes)?;
-    Ok(nodes
-        .iter()
-        .map(|n| (n.node_id.clone(), nodes::target_of(n, false)))
-        .collect())
-}
-
 #[tonic::async_trait]
 impl RackManager for RackManagerService {
     async fn create_nodes(
@@ -254,7 +285,7 @@ impl RackManager for RackManagerService {
     ) -> Result<Response<pb::CreateNodesResponse>, Status> {
         let req = request.into_inner();
         let nodes_in = req.nodes.map(|s| s.nodes).unwrap_or_default();
-        nodes::normalize_node_set(&nodes_in)?;
+        self.admit_nodes(&nodes_in)?;
         let total = nodes_in.len();
         let mut failures = Vec::new();
         for info in &nodes_in {
@@ -408,7 +439,7 @@ impl RackManager for RackManagerService {
     ) -> Result<Response<pb::BatchSetPowerStateResponse>, Status> {
         let req = request.into_inner();
         let action = power_action(req.operation)?;
-        let targets = ephemeral_targets(req.nodes.as_ref())?;
+        let targets = self.ephemeral_targets(req.nodes.as_ref())?;
         if targets.is_empty() {
             return Ok(Response::new(pb::BatchSetPowerStateResponse {
                 response: Some(batch_response::failure("No nodes specified in request")),
@@ -455,7 +486,7 @@ impl RackManager for RackManagerService {
         request: Request<pb::BatchGetPowerStateRequest>,
     ) -> Result<Response<pb::BatchGetPowerStateResponse>, Status> {
         let req = request.into_inner();
-        let targets = ephemeral_targets(req.nodes.as_ref())?;
+        let targets = self.ephemeral_targets(req.nodes.as_ref())?;
         if targets.is_empty() {
             return Ok(Response::new(pb::BatchGetPowerStateResponse {
                 response: Some(batch_response::failure("No nodes specified in request")),

@@ -1,0 +1,141 @@
+//! The tower layer in front of every handler of a service, in the
+//! reference's order: access log → panic recovery → authorization →
+//! handler. It also hands the handler the [`Caller`] (request extensions).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use tonic::body::Body;
+
+use crate::authz::{Decision, Policy};
+use crate::identity::Caller;
+
+/// Wraps a service's routes; built by [`crate::ServerEdge`].
+#[derive(Debug, Clone)]
+pub struct EdgeLayer {
+    service: &'static str,
+    policy: Arc<Policy>,
+}
+
+impl EdgeLayer {
+    pub fn new(service: &'static str, policy: Policy) -> EdgeLayer {
+        EdgeLayer {
+            service,
+            policy: Arc::new(policy),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for EdgeLayer {
+    type Service = EdgeService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        EdgeService {
+            inner,
+            service: self.service,
+            policy: self.policy.clone(),
+        }
+    }
+}
+
+/// The service [`EdgeLayer`] makes.
+#[derive(Debug, Clone)]
+pub struct EdgeService<S> {
+    inner: S,
+    service: &'static str,
+    policy: Arc<Policy>,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for EdgeService<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<Body>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        // The ready service is the one `poll_ready` readied; a clone takes
+        // its place for the next call.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let service = self.service;
+        let started = Instant::now();
+        let path = request.uri().path().to_owned();
+        let caller = Caller::from_extensions(request.extensions());
+        let decision = self.policy.decide(caller.identity.as_deref(), &path);
+        let mode = self.policy.mode().as_str();
+        Box::pin(async move {
+            let response = match decision {
+                Decision::Deny(refusal) => {
+                    let status = refusal.status(&path);
+                    tracing::warn!(
+                        service, rpc = %path, caller = caller.name(), peer = ?caller.peer,
+                        code = ?status.code(), "authorization denied the call"
+                    );
+                    status.into_http()
+                }
+                allowed => {
+                    if let Decision::AuditRefused(refusal) = &allowed {
+                        tracing::warn!(
+                            service, rpc = %path, caller = caller.name(), peer = ?caller.peer,
+                            mode, would_be = %refusal.status(&path).message(),
+                            "authorization (audit): enforce would refuse this call; allowed"
+                        );
+                    }
+                    request.extensions_mut().insert(caller.clone());
+                    // A panic in the handler (or in building its future)
+                    // answers INTERNAL; the connection and the server live on.
+                    let handled = AssertUnwindSafe(async move { inner.call(request).await })
+                        .catch_unwind()
+                        .await;
+                    match handled {
+                        Ok(response) => response?,
+                        Err(panic) => {
+                            let correlation = uuid::Uuid::new_v4();
+                            tracing::error!(
+                                service, rpc = %path, caller = caller.name(), %correlation,
+                                panic = panic_text(&*panic),
+                                "handler panicked; answered INTERNAL"
+                            );
+                            tonic::Status::internal(format!(
+                                "internal error (correlation id {correlation}); the server log has the detail"
+                            ))
+                            .into_http()
+                        }
+                    }
+                }
+            };
+            // A status in the headers is a failure answered at once; an OK
+            // (or a stream's end) travels in the trailers.
+            let code = tonic::Status::from_header_map(response.headers())
+                .map_or(tonic::Code::Ok, |s| s.code());
+            tracing::info!(
+                target: "rackflow::access",
+                service, rpc = %path, caller = caller.name(), peer = ?caller.peer,
+                code = ?code, elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+                "rpc"
+            );
+            Ok(response)
+        })
+    }
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not a string)")
+}
