@@ -90,6 +90,7 @@ pub async fn run_control(
             .map(RunSpec::from_proto)
             .unwrap_or_default(),
         stats: None,
+        last_control: None,
     };
     match output {
         OutputFormat::Json => print_json(&view)?,

@@ -12,6 +12,7 @@
 //! only; none opens the database.
 
 pub mod args;
+pub mod audit;
 pub mod client;
 pub mod control;
 pub mod demo;
@@ -119,11 +120,21 @@ pub enum Command {
     /// interval, on a cron schedule or once.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
+    /// The audit trail: who did what, when, with what outcome.
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// The rack manager (RackManager gRPC API over node back ends).
     #[command(subcommand)]
     Rms(rms::RmsCommand),
     /// Print the client and server versions.
     Version,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Mutating calls and run controls, oldest first: time, caller
+    /// identity, RPC or action, outcome, run.
+    List(audit::AuditListArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -362,6 +373,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Rule(command) => rule::run(server, &command, output).await,
         Command::Schedule(command) => schedule::run(server, &command, output).await,
         Command::Rms(command) => rms::run(&command).await,
+        Command::Audit(AuditCommand::List(args)) => audit::run_list(server, &args, output).await,
         Command::Version => version(server, output).await,
     }
 }

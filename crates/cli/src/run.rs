@@ -525,6 +525,10 @@ pub struct RunView {
     pub configuration: RunSpec,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats: Option<StatsView>,
+    /// The run's most recent control (who paused, resumed, advanced or
+    /// cancelled it, or the service's own gate trip / advance / end).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_control: Option<crate::audit::AuditEventView>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -601,6 +605,7 @@ pub async fn run_get(
             current_phase: PhaseStatsView::from_proto(s.current_phase_stats.as_ref()),
             cumulative: PhaseStatsView::from_proto(s.cumulative_phase_stats.as_ref()),
         }),
+        last_control: crate::audit::last_control(&mut flow, &id.to_string()).await,
     };
     match output {
         OutputFormat::Json => print_json(&view)?,
@@ -618,7 +623,13 @@ pub async fn run_get(
                 .add("Created", or_dash(s.created_at.as_deref().unwrap_or("")))
                 .add("Updated", or_dash(s.updated_at.as_deref().unwrap_or("")))
                 .add("Started", or_dash(s.started_at.as_deref().unwrap_or("")))
-                .add("Finished", or_dash(s.finished_at.as_deref().unwrap_or("")));
+                .add("Finished", or_dash(s.finished_at.as_deref().unwrap_or("")))
+                .add(
+                    "Last control",
+                    view.last_control
+                        .as_ref()
+                        .map_or_else(|| "-".to_string(), |c| c.control_text()),
+                );
             config_fields(&mut fields, &view.configuration);
             if let Some(stats) = &view.stats {
                 fields

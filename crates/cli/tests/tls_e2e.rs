@@ -239,6 +239,49 @@ fn the_cli_drives_a_run_over_mtls_and_each_role_gets_its_commands() {
         .ok()
         .json();
     assert_eq!(run["status"], "completed", "{run:#}");
+    // Who did the last control, and the whole trail of the run.
+    let shown = as_client(addr, &viewer, &["run", "get", &id]).ok().stdout;
+    assert!(
+        shown.contains("Last control:") && shown.contains("finished by rackflow"),
+        "{shown}"
+    );
+    let trail = as_client(
+        addr,
+        &viewer,
+        &["audit", "list", "--run", &id, "-o", "json"],
+    )
+    .ok()
+    .json();
+    let seen: Vec<(String, String)> = trail
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap_or_default().to_string(),
+                e["actor"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("v1.Flow/CreateOperationRun", OPERATOR),
+        ("v1.Flow/PauseOperationRun", OPERATOR),
+        ("v1.Flow/ResumeOperationRun", OPERATOR),
+        ("run/phase_gate", "rackflow"),
+        ("v1.Flow/AdvanceOperationRunPhase", OPERATOR),
+        ("run/finished", "rackflow"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(seen, expected, "{trail:#}");
+    let table = as_client(addr, &viewer, &["audit", "list", "--since", "1h"])
+        .ok()
+        .stdout;
+    assert!(
+        table.contains("PermissionDenied") && table.contains(VIEWER),
+        "{table}"
+    );
 
     // No client certificate, or plaintext: refused before any handler.
     let anonymous = as_client(addr, &pki.anonymous_client(), &["version"]);

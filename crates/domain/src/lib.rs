@@ -9,6 +9,7 @@
 #[macro_use]
 mod named_enum;
 
+pub mod audit;
 pub mod component;
 pub mod conflict;
 pub mod dispatch;

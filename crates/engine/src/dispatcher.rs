@@ -445,6 +445,11 @@ impl Dispatcher {
                 .map(|(id, _)| *id)
                 .collect();
             let plan = dispatch::attempt(lock, now, lease);
+            // A gate trip, an automatic advance or the run's end is recorded
+            // with the change, in its transaction.
+            lock.audit.extend(rackflow_domain::audit::system_event(
+                now, &lock.run, &plan.run,
+            ));
             lock.run.clone_from(&plan.run);
             lock.targets.clone_from(&plan.targets);
             planned = Some(plan);
@@ -651,6 +656,8 @@ impl Dispatcher {
     async fn control(
         &self,
         id: Uuid,
+        actor: &str,
+        action: &str,
         mut f: impl FnMut(
             &OperationRun,
             &PhaseSummary,
@@ -665,6 +672,16 @@ impl Dispatcher {
             match f(&lock.run, &summary) {
                 Ok(outcome) => {
                     written = outcome.changed;
+                    if outcome.changed {
+                        // The control and its record commit together.
+                        lock.audit.push(rackflow_domain::audit::control_event(
+                            Utc::now(),
+                            actor,
+                            action,
+                            &lock.run,
+                            &outcome.run,
+                        ));
+                    }
                     lock.run = outcome.run.clone();
                     result = Some(Ok(outcome.run));
                 }
@@ -708,17 +725,29 @@ impl Dispatcher {
         }
     }
 
-    pub async fn pause(&self, id: Uuid) -> Result<OperationRun, EngineError> {
+    /// Pauses the run; `actor` (the caller's identity) and `action` (the
+    /// RPC) go to the audit trail with the change.
+    pub async fn pause(
+        &self,
+        id: Uuid,
+        actor: &str,
+        action: &str,
+    ) -> Result<OperationRun, EngineError> {
         let run = self
-            .control(id, |run, _| dispatch::pause(run, Utc::now()))
+            .control(id, actor, action, |run, _| dispatch::pause(run, Utc::now()))
             .await?;
         tracing::info!(run_id = %id, status = %run.status, "pause requested");
         Ok(run)
     }
 
-    pub async fn resume(&self, id: Uuid) -> Result<OperationRun, EngineError> {
+    pub async fn resume(
+        &self,
+        id: Uuid,
+        actor: &str,
+        action: &str,
+    ) -> Result<OperationRun, EngineError> {
         let run = self
-            .control(id, |run, summary| {
+            .control(id, actor, action, |run, summary| {
                 dispatch::resume(run, summary, Utc::now())
             })
             .await?;
@@ -731,9 +760,11 @@ impl Dispatcher {
         &self,
         id: Uuid,
         expected_phase_index: Option<i32>,
+        actor: &str,
+        action: &str,
     ) -> Result<OperationRun, EngineError> {
         let run = self
-            .control(id, |run, summary| {
+            .control(id, actor, action, |run, summary| {
                 dispatch::advance(run, summary, expected_phase_index, Utc::now())
             })
             .await?;
@@ -745,10 +776,16 @@ impl Dispatcher {
     /// Cancels the run, then — only after the commit — its current phase's
     /// child tasks within one shared budget. Failures there are logged; the
     /// run stays cancelled and its targets are not modified.
-    pub async fn cancel(&self, id: Uuid, reason: &str) -> Result<OperationRun, EngineError> {
+    pub async fn cancel(
+        &self,
+        id: Uuid,
+        reason: &str,
+        actor: &str,
+        action: &str,
+    ) -> Result<OperationRun, EngineError> {
         let mut was_terminal = false;
         let run = self
-            .control(id, |run, _| {
+            .control(id, actor, action, |run, _| {
                 was_terminal = run.status.is_terminal();
                 Ok(dispatch::cancel(run, reason, Utc::now()))
             })

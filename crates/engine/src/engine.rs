@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::audit::AuditTrail;
 use crate::dispatcher::Dispatcher;
 use crate::schedules::ScheduleManager;
 use crate::tasks::TaskManager;
@@ -12,6 +13,7 @@ pub struct Engine {
     pub tasks: Arc<TaskManager>,
     pub dispatcher: Arc<Dispatcher>,
     pub schedules: Arc<ScheduleManager>,
+    pub audit: Arc<AuditTrail>,
 }
 
 impl Engine {
@@ -19,11 +21,12 @@ impl Engine {
     /// flight: the run dispatcher first (its submissions in flight need the
     /// task manager), then the schedule dispatcher (the reference's order),
     /// then the promoter and the executors (task rows are left as they are,
-    /// so the next start resumes them). The store is closed by its owner
-    /// after this.
+    /// so the next start resumes them), and last the audit pruner. The
+    /// store is closed by its owner after this.
     pub async fn shutdown(&self) {
         self.dispatcher.shutdown().await;
         self.schedules.shutdown().await;
         self.tasks.shutdown().await;
+        self.audit.shutdown().await;
     }
 }

@@ -4,6 +4,7 @@
 //!
 //! The engine never parses wire messages; the server converts them first.
 
+pub mod audit;
 pub mod background;
 pub mod dispatcher;
 mod engine;
@@ -23,8 +24,8 @@ pub mod tasks;
 /// depends on the store crate itself.
 pub mod store {
     pub use rackflow_store::{
-        ComponentFilterQuery, ComponentPatch, DbTarget, RackFilter, RackImport, ScheduleFilter,
-        Store, StoreError, TaskFilter, open_store,
+        AuditFilter, ComponentFilterQuery, ComponentPatch, DbTarget, RackFilter, RackImport,
+        ScheduleFilter, Store, StoreError, TaskFilter, open_store,
     };
 }
 

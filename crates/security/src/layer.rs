@@ -14,11 +14,33 @@ use tonic::body::Body;
 use crate::authz::{Decision, Policy};
 use crate::identity::Caller;
 
+/// Where refused calls are recorded beyond the log (the flow server's
+/// audit trail).
+pub trait DenialRecorder: Send + Sync + 'static {
+    /// Records that `caller` was refused `rpc` (a gRPC path) with `status`.
+    fn record<'a>(
+        &'a self,
+        caller: &'a Caller,
+        rpc: &'a str,
+        status: &'a tonic::Status,
+    ) -> BoxFuture<'a, ()>;
+}
+
 /// Wraps a service's routes; built by [`crate::ServerEdge`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EdgeLayer {
     service: &'static str,
     policy: Arc<Policy>,
+    denials: Option<Arc<dyn DenialRecorder>>,
+}
+
+impl std::fmt::Debug for EdgeLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeLayer")
+            .field("service", &self.service)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
 }
 
 impl EdgeLayer {
@@ -26,7 +48,14 @@ impl EdgeLayer {
         EdgeLayer {
             service,
             policy: Arc::new(policy),
+            denials: None,
         }
+    }
+
+    /// Refused calls also go to `recorder`.
+    pub fn with_denials(mut self, recorder: Arc<dyn DenialRecorder>) -> EdgeLayer {
+        self.denials = Some(recorder);
+        self
     }
 }
 
@@ -38,16 +67,18 @@ impl<S> tower::Layer<S> for EdgeLayer {
             inner,
             service: self.service,
             policy: self.policy.clone(),
+            denials: self.denials.clone(),
         }
     }
 }
 
 /// The service [`EdgeLayer`] makes.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EdgeService<S> {
     inner: S,
     service: &'static str,
     policy: Arc<Policy>,
+    denials: Option<Arc<dyn DenialRecorder>>,
 }
 
 impl<S, B> tower::Service<http::Request<B>> for EdgeService<S>
@@ -76,6 +107,7 @@ where
         let caller = Caller::from_extensions(request.extensions());
         let decision = self.policy.decide(caller.identity.as_deref(), &path);
         let mode = self.policy.mode().as_str();
+        let denials = self.denials.clone();
         Box::pin(async move {
             let response = match decision {
                 Decision::Deny(refusal) => {
@@ -84,6 +116,9 @@ where
                         service, rpc = %path, caller = caller.name(), peer = ?caller.peer,
                         code = ?status.code(), "authorization denied the call"
                     );
+                    if let Some(denials) = &denials {
+                        denials.record(&caller, &path, &status).await;
+                    }
                     status.into_http()
                 }
                 allowed => {

@@ -47,6 +47,39 @@ pub struct Config {
     pub tls: rackflow_security::TlsSection,
     /// Who may call which RPC (`[authorization]`).
     pub authorization: rackflow_security::AuthorizationSection,
+    /// The audit trail (`[audit]`).
+    pub audit: AuditSection,
+}
+
+/// The audit trail (`[audit]`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditSection {
+    /// Days events are kept; older ones are pruned hourly. 0 keeps them
+    /// forever.
+    pub retention_days: u64,
+}
+
+/// Default `audit.retention_days`.
+pub const DEFAULT_AUDIT_RETENTION_DAYS: u64 = 90;
+
+impl Default for AuditSection {
+    fn default() -> Self {
+        AuditSection {
+            retention_days: DEFAULT_AUDIT_RETENTION_DAYS,
+        }
+    }
+}
+
+impl AuditSection {
+    pub fn engine(&self) -> rackflow_engine::audit::AuditConfig {
+        rackflow_engine::audit::AuditConfig {
+            retention: (self.retention_days > 0).then(|| {
+                std::time::Duration::from_secs(self.retention_days.saturating_mul(86_400))
+            }),
+            ..rackflow_engine::audit::AuditConfig::default()
+        }
+    }
 }
 
 /// Which executor runs tasks (decision C2).
@@ -276,6 +309,7 @@ impl Default for Config {
             temporal: TemporalSection::default(),
             tls: rackflow_security::TlsSection::default(),
             authorization: rackflow_security::AuthorizationSection::default(),
+            audit: AuditSection::default(),
         }
     }
 }
@@ -313,6 +347,7 @@ impl std::fmt::Debug for Config {
             .field("temporal", &self.temporal)
             .field("tls", &self.tls)
             .field("authorization", &self.authorization)
+            .field("audit", &self.audit)
             .finish()
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use rackflow_api::v1 as pb;
 use rackflow_api::v1::flow_extensions_server::FlowExtensions;
 use rackflow_api::v1::flow_server::Flow;
+use rackflow_engine::audit::AuditTrail;
 use rackflow_engine::dispatcher::Dispatcher;
 use rackflow_engine::inventory::InventoryManager;
 use rackflow_engine::rules::RuleManager;
@@ -15,6 +16,7 @@ use rackflow_engine::schedules::ScheduleManager;
 use rackflow_engine::tasks::TaskManager;
 use tonic::{Request, Response, Status};
 
+use crate::audit::{self, AuditedReply, AuditedRequest};
 use crate::rpc::watch::{RunStream, Watches};
 use crate::rpc::{self, ApiResult};
 
@@ -26,6 +28,7 @@ fn reply<T>(result: ApiResult<T>) -> Reply<T> {
 
 /// The engine parts the handlers call.
 pub struct FlowService {
+    pub(crate) audit: Arc<AuditTrail>,
     pub(crate) inventory: InventoryManager,
     pub(crate) rules: RuleManager,
     pub(crate) runs: RunManager,
@@ -33,6 +36,36 @@ pub struct FlowService {
     pub(crate) dispatcher: Arc<Dispatcher>,
     pub(crate) schedules: Arc<ScheduleManager>,
     pub(crate) watches: Watches,
+}
+
+impl FlowService {
+    /// Runs a mutating call (`action`, its full RPC name) and records it in
+    /// the audit trail with its caller and outcome. `handle` gets the
+    /// request and the caller's name. A run control that changed its run
+    /// was recorded with the change, in the run's transaction.
+    async fn audited<Q, R, F, Fut>(
+        &self,
+        action: &'static str,
+        req: Request<Q>,
+        handle: F,
+    ) -> Reply<R>
+    where
+        Q: AuditedRequest,
+        R: AuditedReply,
+        F: FnOnce(Q, String) -> Fut,
+        Fut: std::future::Future<Output = ApiResult<R>>,
+    {
+        let actor = audit::actor_of(&req);
+        let request = req.into_inner();
+        let event = audit::event_for(&actor, action, &request);
+        let outcome = handle(request, actor).await.map_err(Status::from);
+        if !(outcome.is_ok() && event.is_control()) {
+            self.audit
+                .record(audit::with_outcome(event, &outcome))
+                .await;
+        }
+        outcome.map(Response::new)
+    }
 }
 
 #[tonic::async_trait]
@@ -51,7 +84,10 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::CreateExpectedRackRequest>,
     ) -> Reply<pb::CreateExpectedRackResponse> {
-        reply(rpc::inventory::create_expected_rack(&self.inventory, req.into_inner()).await)
+        self.audited("v1.Flow/CreateExpectedRack", req, |q, _| {
+            rpc::inventory::create_expected_rack(&self.inventory, q)
+        })
+        .await
     }
 
     async fn get_rack_info_by_id(
@@ -72,7 +108,10 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::DeleteRackRequest>,
     ) -> Reply<pb::DeleteRackResponse> {
-        reply(rpc::inventory::delete_rack(&self.inventory, req.into_inner()).await)
+        self.audited("v1.Flow/DeleteRack", req, |q, _| {
+            rpc::inventory::delete_rack(&self.inventory, q)
+        })
+        .await
     }
 
     async fn get_components(
@@ -86,14 +125,20 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::AddComponentRequest>,
     ) -> Reply<pb::AddComponentResponse> {
-        reply(rpc::inventory::add_component(&self.inventory, req.into_inner()).await)
+        self.audited("v1.Flow/AddComponent", req, |q, _| {
+            rpc::inventory::add_component(&self.inventory, q)
+        })
+        .await
     }
 
     async fn patch_component(
         &self,
         req: Request<pb::PatchComponentRequest>,
     ) -> Reply<pb::PatchComponentResponse> {
-        reply(rpc::inventory::patch_component(&self.inventory, req.into_inner()).await)
+        self.audited("v1.Flow/PatchComponent", req, |q, _| {
+            rpc::inventory::patch_component(&self.inventory, q)
+        })
+        .await
     }
 
     // ---- operation runs (rpc::runs) ----
@@ -102,7 +147,10 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::CreateOperationRunRequest>,
     ) -> Reply<pb::CreateOperationRunResponse> {
-        reply(rpc::runs::create(&self.runs, &self.dispatcher, req.into_inner()).await)
+        self.audited("v1.Flow/CreateOperationRun", req, |q, _| {
+            rpc::runs::create(&self.runs, &self.dispatcher, q)
+        })
+        .await
     }
 
     async fn get_operation_run(
@@ -130,28 +178,50 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::PauseOperationRunRequest>,
     ) -> Reply<pb::OperationRun> {
-        reply(rpc::runs::pause(&self.dispatcher, req.into_inner()).await)
+        self.audited("v1.Flow/PauseOperationRun", req, |q, actor| async move {
+            rpc::runs::pause(&self.dispatcher, q, &actor, "v1.Flow/PauseOperationRun").await
+        })
+        .await
     }
 
     async fn resume_operation_run(
         &self,
         req: Request<pb::ResumeOperationRunRequest>,
     ) -> Reply<pb::OperationRun> {
-        reply(rpc::runs::resume(&self.dispatcher, req.into_inner()).await)
+        self.audited("v1.Flow/ResumeOperationRun", req, |q, actor| async move {
+            rpc::runs::resume(&self.dispatcher, q, &actor, "v1.Flow/ResumeOperationRun").await
+        })
+        .await
     }
 
     async fn advance_operation_run_phase(
         &self,
         req: Request<pb::AdvanceOperationRunPhaseRequest>,
     ) -> Reply<pb::OperationRun> {
-        reply(rpc::runs::advance(&self.dispatcher, req.into_inner()).await)
+        self.audited(
+            "v1.Flow/AdvanceOperationRunPhase",
+            req,
+            |q, actor| async move {
+                rpc::runs::advance(
+                    &self.dispatcher,
+                    q,
+                    &actor,
+                    "v1.Flow/AdvanceOperationRunPhase",
+                )
+                .await
+            },
+        )
+        .await
     }
 
     async fn cancel_operation_run(
         &self,
         req: Request<pb::CancelOperationRunRequest>,
     ) -> Reply<pb::OperationRun> {
-        reply(rpc::runs::cancel(&self.dispatcher, req.into_inner()).await)
+        self.audited("v1.Flow/CancelOperationRun", req, |q, actor| async move {
+            rpc::runs::cancel(&self.dispatcher, q, &actor, "v1.Flow/CancelOperationRun").await
+        })
+        .await
     }
 
     // ---- rack operations and tasks (rpc::tasks) ----
@@ -160,28 +230,40 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::UpgradeFirmwareRequest>,
     ) -> Reply<pb::SubmitTaskResponse> {
-        reply(rpc::tasks::upgrade_firmware(&self.tasks, req.into_inner()).await)
+        self.audited("v1.Flow/UpgradeFirmware", req, |q, _| {
+            rpc::tasks::upgrade_firmware(&self.tasks, q)
+        })
+        .await
     }
 
     async fn power_on_rack(
         &self,
         req: Request<pb::PowerOnRackRequest>,
     ) -> Reply<pb::SubmitTaskResponse> {
-        reply(rpc::tasks::power_on_rack(&self.tasks, req.into_inner()).await)
+        self.audited("v1.Flow/PowerOnRack", req, |q, _| {
+            rpc::tasks::power_on_rack(&self.tasks, q)
+        })
+        .await
     }
 
     async fn power_off_rack(
         &self,
         req: Request<pb::PowerOffRackRequest>,
     ) -> Reply<pb::SubmitTaskResponse> {
-        reply(rpc::tasks::power_off_rack(&self.tasks, req.into_inner()).await)
+        self.audited("v1.Flow/PowerOffRack", req, |q, _| {
+            rpc::tasks::power_off_rack(&self.tasks, q)
+        })
+        .await
     }
 
     async fn power_reset_rack(
         &self,
         req: Request<pb::PowerResetRackRequest>,
     ) -> Reply<pb::SubmitTaskResponse> {
-        reply(rpc::tasks::power_reset_rack(&self.tasks, req.into_inner()).await)
+        self.audited("v1.Flow/PowerResetRack", req, |q, _| {
+            rpc::tasks::power_reset_rack(&self.tasks, q)
+        })
+        .await
     }
 
     async fn list_tasks(&self, req: Request<pb::ListTasksRequest>) -> Reply<pb::ListTasksResponse> {
@@ -199,7 +281,10 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::CancelTaskRequest>,
     ) -> Reply<pb::CancelTaskResponse> {
-        reply(rpc::tasks::cancel_task(&self.tasks, req.into_inner()).await)
+        self.audited("v1.Flow/CancelTask", req, |q, _| {
+            rpc::tasks::cancel_task(&self.tasks, q)
+        })
+        .await
     }
 
     // ---- operation rules and associations (rpc::rules) ----
@@ -208,21 +293,30 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::CreateOperationRuleRequest>,
     ) -> Reply<pb::CreateOperationRuleResponse> {
-        reply(rpc::rules::create(&self.rules, req.into_inner()).await)
+        self.audited("v1.Flow/CreateOperationRule", req, |q, _| {
+            rpc::rules::create(&self.rules, q)
+        })
+        .await
     }
 
     async fn update_operation_rule(
         &self,
         req: Request<pb::UpdateOperationRuleRequest>,
     ) -> Reply<()> {
-        reply(rpc::rules::update(&self.rules, req.into_inner()).await)
+        self.audited("v1.Flow/UpdateOperationRule", req, |q, _| {
+            rpc::rules::update(&self.rules, q)
+        })
+        .await
     }
 
     async fn delete_operation_rule(
         &self,
         req: Request<pb::DeleteOperationRuleRequest>,
     ) -> Reply<()> {
-        reply(rpc::rules::delete(&self.rules, req.into_inner()).await)
+        self.audited("v1.Flow/DeleteOperationRule", req, |q, _| {
+            rpc::rules::delete(&self.rules, q)
+        })
+        .await
     }
 
     async fn get_operation_rule(
@@ -240,21 +334,30 @@ impl Flow for FlowService {
     }
 
     async fn set_rule_as_default(&self, req: Request<pb::SetRuleAsDefaultRequest>) -> Reply<()> {
-        reply(rpc::rules::set_default(&self.rules, req.into_inner()).await)
+        self.audited("v1.Flow/SetRuleAsDefault", req, |q, _| {
+            rpc::rules::set_default(&self.rules, q)
+        })
+        .await
     }
 
     async fn associate_rule_with_rack(
         &self,
         req: Request<pb::AssociateRuleWithRackRequest>,
     ) -> Reply<()> {
-        reply(rpc::rules::associate(&self.rules, req.into_inner()).await)
+        self.audited("v1.Flow/AssociateRuleWithRack", req, |q, _| {
+            rpc::rules::associate(&self.rules, q)
+        })
+        .await
     }
 
     async fn disassociate_rule_from_rack(
         &self,
         req: Request<pb::DisassociateRuleFromRackRequest>,
     ) -> Reply<()> {
-        reply(rpc::rules::disassociate(&self.rules, req.into_inner()).await)
+        self.audited("v1.Flow/DisassociateRuleFromRack", req, |q, _| {
+            rpc::rules::disassociate(&self.rules, q)
+        })
+        .await
     }
 
     async fn get_rack_rule_association(
@@ -277,7 +380,10 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::CreateTaskScheduleRequest>,
     ) -> Reply<pb::TaskSchedule> {
-        reply(rpc::schedules::create(&self.schedules, req.into_inner()).await)
+        self.audited("v1.Flow/CreateTaskSchedule", req, |q, _| {
+            rpc::schedules::create(&self.schedules, q)
+        })
+        .await
     }
 
     async fn get_task_schedule(
@@ -298,53 +404,77 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::UpdateTaskScheduleRequest>,
     ) -> Reply<pb::TaskSchedule> {
-        reply(rpc::schedules::update(&self.schedules, req.into_inner()).await)
+        self.audited("v1.Flow/UpdateTaskSchedule", req, |q, _| {
+            rpc::schedules::update(&self.schedules, q)
+        })
+        .await
     }
 
     async fn pause_task_schedule(
         &self,
         req: Request<pb::PauseTaskScheduleRequest>,
     ) -> Reply<pb::TaskSchedule> {
-        reply(rpc::schedules::pause(&self.schedules, req.into_inner()).await)
+        self.audited("v1.Flow/PauseTaskSchedule", req, |q, _| {
+            rpc::schedules::pause(&self.schedules, q)
+        })
+        .await
     }
 
     async fn resume_task_schedule(
         &self,
         req: Request<pb::ResumeTaskScheduleRequest>,
     ) -> Reply<pb::TaskSchedule> {
-        reply(rpc::schedules::resume(&self.schedules, req.into_inner()).await)
+        self.audited("v1.Flow/ResumeTaskSchedule", req, |q, _| {
+            rpc::schedules::resume(&self.schedules, q)
+        })
+        .await
     }
 
     async fn delete_task_schedule(&self, req: Request<pb::DeleteTaskScheduleRequest>) -> Reply<()> {
-        reply(rpc::schedules::delete(&self.schedules, req.into_inner()).await)
+        self.audited("v1.Flow/DeleteTaskSchedule", req, |q, _| {
+            rpc::schedules::delete(&self.schedules, q)
+        })
+        .await
     }
 
     async fn trigger_task_schedule(
         &self,
         req: Request<pb::TriggerTaskScheduleRequest>,
     ) -> Reply<pb::SubmitTaskResponse> {
-        reply(rpc::schedules::trigger(&self.schedules, req.into_inner()).await)
+        self.audited("v1.Flow/TriggerTaskSchedule", req, |q, _| {
+            rpc::schedules::trigger(&self.schedules, q)
+        })
+        .await
     }
 
     async fn add_task_schedule_scope(
         &self,
         req: Request<pb::AddTaskScheduleScopeRequest>,
     ) -> Reply<pb::AddTaskScheduleScopeResponse> {
-        reply(rpc::schedules::add_scope(&self.schedules, req.into_inner()).await)
+        self.audited("v1.Flow/AddTaskScheduleScope", req, |q, _| {
+            rpc::schedules::add_scope(&self.schedules, q)
+        })
+        .await
     }
 
     async fn remove_task_schedule_scope(
         &self,
         req: Request<pb::RemoveTaskScheduleScopeRequest>,
     ) -> Reply<()> {
-        reply(rpc::schedules::remove_scope(&self.schedules, req.into_inner()).await)
+        self.audited("v1.Flow/RemoveTaskScheduleScope", req, |q, _| {
+            rpc::schedules::remove_scope(&self.schedules, q)
+        })
+        .await
     }
 
     async fn update_task_schedule_scope(
         &self,
         req: Request<pb::UpdateTaskScheduleScopeRequest>,
     ) -> Reply<pb::UpdateTaskScheduleScopeResponse> {
-        reply(rpc::schedules::update_scope(&self.schedules, req.into_inner()).await)
+        self.audited("v1.Flow/UpdateTaskScheduleScope", req, |q, _| {
+            rpc::schedules::update_scope(&self.schedules, q)
+        })
+        .await
     }
 
     async fn list_task_schedule_scopes(
@@ -386,17 +516,43 @@ impl FlowExtensions for FlowService {
         &self,
         req: Request<tonic::Streaming<pb::ImportRacksRequest>>,
     ) -> Reply<pb::ImportRacksResponse> {
+        let actor = audit::actor_of(&req);
         let mut stream = req.into_inner();
         let mut answer = pb::ImportRacksResponse::default();
-        while let Some(batch) = stream.message().await? {
-            let offset = answer.racks.len();
-            if let Err(e) =
+        let mut batches = 0usize;
+        let outcome = async {
+            while let Some(batch) = stream.message().await? {
+                batches += 1;
+                let offset = answer.racks.len();
                 rpc::inventory::import_racks_batch(&self.inventory, batch, offset, &mut answer)
                     .await
-            {
-                return reply(Err(e));
+                    .map_err(Status::from)?;
             }
+            Ok::<(), Status>(())
         }
-        Ok(Response::new(answer))
+        .await;
+        // The stream is recorded by its size, not its contents.
+        let created = answer.racks.iter().filter(|r| r.created).count();
+        let mut event = rackflow_domain::audit::AuditEvent::new(
+            chrono::Utc::now(),
+            &actor,
+            "v1.FlowExtensions/ImportRacks",
+        );
+        event.summary = format!(
+            "{batches} batches, {} racks read, {created} created",
+            answer.racks.len()
+        );
+        let outcome = outcome.map(|()| answer);
+        self.audit
+            .record(audit::with_outcome(event, &outcome))
+            .await;
+        outcome.map(Response::new)
+    }
+
+    async fn list_audit_events(
+        &self,
+        req: Request<pb::ListAuditEventsRequest>,
+    ) -> Reply<pb::ListAuditEventsResponse> {
+        reply(rpc::audit::list(&self.audit, req.into_inner()).await)
     }
 }

@@ -7,6 +7,7 @@
 //! wire through one mapping ([`error::to_status`]). The server never touches
 //! the store: it opens it only to hand it to the engine.
 
+mod audit;
 pub mod config;
 pub mod convert;
 pub mod error;
@@ -165,10 +166,13 @@ pub async fn serve_with_fleet(
         tracing::warn!("schedule dispatcher disabled: task schedules do not fire on this server");
     }
 
+    let audit = rackflow_engine::audit::AuditTrail::new(store.clone(), config.audit.engine());
+    audit.spawn_pruner();
     let engine = rackflow_engine::Engine {
         tasks: tasks.clone(),
         dispatcher: dispatcher.clone(),
         schedules: schedules.clone(),
+        audit: audit.clone(),
     };
 
     let runs = RunManager::new(store.clone(), config.planner.max_candidate_targets);
@@ -176,6 +180,7 @@ pub async fn serve_with_fleet(
     // hold the graceful stop up until the grace period runs out).
     let watches = rpc::watch::Watches::new(shutdown.child_token());
     let flow = Arc::new(flow::FlowService {
+        audit,
         inventory: InventoryManager::new(store.clone()),
         rules: RuleManager::new(store.clone()),
         runs,
@@ -208,7 +213,10 @@ pub async fn serve_with_fleet(
         builder = builder.tls_config(tls)?;
     }
     let server = builder
-        .layer(edge.layer)
+        .layer(
+            edge.layer
+                .with_denials(Arc::new(audit::Denials(engine.audit.clone()))),
+        )
         .add_service(health_service)
         .add_service(reflection)
         .add_service(FlowServer::from_arc(flow.clone()))

@@ -16,9 +16,10 @@ use uuid::Uuid;
 
 use crate::sql::{RowReader, Sql};
 use crate::{
-    CancelFeed, ComponentFilterQuery, ComponentPatch, LockMode, RackFilter, RackImport, RunLock,
-    ScheduleFilter, ScheduleLock, Store, StoreResult, SubmitDecision, SubmitOutcome, TaskFilter,
-    TaskLease, TaskTransition, TaskUpdate, inventory, rules, runs, schedules, tasks,
+    AuditFilter, CancelFeed, ComponentFilterQuery, ComponentPatch, LockMode, RackFilter,
+    RackImport, RunLock, ScheduleFilter, ScheduleLock, Store, StoreResult, SubmitDecision,
+    SubmitOutcome, TaskFilter, TaskLease, TaskTransition, TaskUpdate, audit, inventory, rules,
+    runs, schedules, tasks,
 };
 
 /// An open transaction; dropping it without [`Txn::commit`] rolls back
@@ -623,5 +624,21 @@ impl<B: Backend> Store for B {
         apply: &mut (dyn for<'l> FnMut(&'l mut ScheduleLock) -> StoreResult<()> + Send),
     ) -> StoreResult<Option<ScheduleLock>> {
         schedules::schedule_lock_apply(self, id, claim_due, apply).await
+    }
+
+    async fn audit_append(&self, events: &[rackflow_domain::audit::AuditEvent]) -> StoreResult<()> {
+        audit::audit_append(self, events).await
+    }
+
+    async fn audit_list(
+        &self,
+        filter: &AuditFilter,
+        limit: i64,
+    ) -> StoreResult<Vec<rackflow_domain::audit::AuditEvent>> {
+        audit::audit_list(self, filter, limit).await
+    }
+
+    async fn audit_prune(&self, before: chrono::DateTime<chrono::Utc>) -> StoreResult<u64> {
+        audit::audit_prune(self, before).await
     }
 }

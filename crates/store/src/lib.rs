@@ -19,6 +19,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentType;
+use rackflow_domain::audit::AuditEvent;
 use rackflow_domain::dispatch::LockedRun;
 use rackflow_domain::inventory::{Component, Rack};
 use rackflow_domain::rule::{OperationRule, RackRuleAssociation, RuleDefinition};
@@ -26,6 +27,7 @@ use rackflow_domain::run::{OperationRun, OperationRunTarget, Page, RunListFilter
 use rackflow_domain::task::{Task, TaskStatus, TaskType};
 use uuid::Uuid;
 
+mod audit;
 mod backend;
 mod error;
 mod inventory;
@@ -744,6 +746,36 @@ pub trait Store: Send + Sync + 'static {
         claim_due: Option<DateTime<Utc>>,
         apply: &mut (dyn for<'l> FnMut(&'l mut ScheduleLock) -> StoreResult<()> + Send),
     ) -> StoreResult<Option<ScheduleLock>>;
+
+    // ---- the audit trail ----------------------------------------------------
+
+    /// Appends events in one transaction (their `seq` is assigned here).
+    async fn audit_append(&self, events: &[AuditEvent]) -> StoreResult<()>;
+
+    /// At most `limit` events matching `filter`, by sequence number
+    /// (oldest first unless `filter.newest_first`).
+    async fn audit_list(&self, filter: &AuditFilter, limit: i64) -> StoreResult<Vec<AuditEvent>>;
+
+    /// Removes the events older than `before`; how many.
+    async fn audit_prune(&self, before: DateTime<Utc>) -> StoreResult<u64>;
+}
+
+/// Which part of the audit trail [`Store::audit_list`] reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Events of this operation run.
+    pub run_id: Option<Uuid>,
+    /// Events at or after this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Events of this actor.
+    pub actor: Option<String>,
+    /// Run controls only (an operator's or the system's).
+    pub controls_only: bool,
+    /// Events after this sequence number (before it when `newest_first`):
+    /// the next page.
+    pub after_seq: Option<i64>,
+    /// Newest first.
+    pub newest_first: bool,
 }
 
 /// Which database to open.

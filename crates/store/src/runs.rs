@@ -602,6 +602,7 @@ async fn lock_apply_persist<'a, B: Backend>(
         settled,
         earlier,
         task_states,
+        audit: Vec::new(),
     };
     apply(&mut lock)?;
 
@@ -640,6 +641,7 @@ async fn lock_apply_persist<'a, B: Backend>(
             return Err(StoreError::NotFound(format!("operation run {run_id}")));
         }
     }
+    crate::audit::append_in(tx, &lock.audit).await?;
     Ok(Some(()))
 }
 

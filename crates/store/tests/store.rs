@@ -22,6 +22,7 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 use rackflow_domain::ComponentType;
 use rackflow_domain::ComponentsByType;
+use rackflow_domain::audit::{AuditEvent, SYSTEM_ACTOR};
 use rackflow_domain::dispatch::{CLAIM_WINDOW_MARGIN, EarlierPhases};
 use rackflow_domain::inventory::{Bmc, BmcType, Component, Location, Position, Rack};
 use rackflow_domain::rule::{
@@ -37,9 +38,9 @@ use rackflow_domain::run::{
 use rackflow_domain::target::{ComponentFilter, RackIdentifier, RackTarget, TargetSpec};
 use rackflow_domain::task::{QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages};
 use rackflow_store::{
-    ComponentFilterQuery, ComponentPatch, DbTarget, LockMode, PgStore, RackFilter, RackImport,
-    RunLock, SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject,
-    TaskFilter, TaskLease, TaskStart, TaskTransition, TaskUpdate, open_store,
+    AuditFilter, ComponentFilterQuery, ComponentPatch, DbTarget, LockMode, PgStore, RackFilter,
+    RackImport, RunLock, SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome,
+    SubmitReject, TaskFilter, TaskLease, TaskStart, TaskTransition, TaskUpdate, open_store,
 };
 use rackflow_testkit::db::TestDatabase;
 use uuid::Uuid;
@@ -164,6 +165,8 @@ macro_rules! both_dialects {
 }
 
 both_dialects!(
+    audit_trail_appends_lists_pages_and_prunes,
+    a_run_control_and_its_audit_event_commit_together,
     task_updates_quiet_applies_each_in_one_transaction,
     run_lock_apply_loads_pending_targets_up_to_the_claim_window,
     task_submit_for_target_writes_the_target_only_with_a_new_task,
@@ -4279,4 +4282,149 @@ async fn task_states_report_status_and_message_only(db: &Db) {
         ]
     );
     assert!(store.task_states(&[]).await.unwrap().is_empty());
+}
+
+fn audit_event(actor: &str, action: &str, run: Option<Uuid>, at: DateTime<Utc>) -> AuditEvent {
+    AuditEvent {
+        run_id: run,
+        subject_ids: vec!["a".into(), "b".into()],
+        summary: "summary".into(),
+        message: "ok".into(),
+        ..AuditEvent::new(at, actor, action)
+    }
+}
+
+async fn audit_trail_appends_lists_pages_and_prunes(db: &Db) {
+    let store = db.store();
+    let old = Utc::now().trunc_subsecs(6) - chrono::Duration::days(10);
+    let now = Utc::now().trunc_subsecs(6);
+    let run = id(0xA0D1);
+    store
+        .audit_append(&[
+            audit_event("alice", "v1.Flow/CreateOperationRun", Some(run), old),
+            audit_event("alice", "v1.Flow/PauseOperationRun", Some(run), now),
+            audit_event(SYSTEM_ACTOR, "run/gate_tripped", Some(run), now),
+            audit_event("bob", "v1.Flow/CreateOperationRule", None, now),
+        ])
+        .await
+        .unwrap();
+    let all = store
+        .audit_list(&AuditFilter::default(), 100)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 4);
+    assert!(all.windows(2).all(|w| w[0].seq < w[1].seq), "{all:?}");
+    assert_eq!(all[0].at, old);
+    assert_eq!(all[0].subject_ids, ["a", "b"]);
+    assert_eq!(all[0].summary, "summary");
+    let by_run = AuditFilter {
+        run_id: Some(run),
+        ..AuditFilter::default()
+    };
+    let actions: Vec<String> = store
+        .audit_list(&by_run, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "v1.Flow/CreateOperationRun",
+            "v1.Flow/PauseOperationRun",
+            "run/gate_tripped"
+        ]
+    );
+    let controls = AuditFilter {
+        run_id: Some(run),
+        controls_only: true,
+        newest_first: true,
+        ..AuditFilter::default()
+    };
+    let latest = store.audit_list(&controls, 1).await.unwrap();
+    assert_eq!(latest[0].action, "run/gate_tripped");
+    assert_eq!(latest[0].actor, SYSTEM_ACTOR);
+    // Pages follow the sequence.
+    let first = store.audit_list(&AuditFilter::default(), 2).await.unwrap();
+    let next = store
+        .audit_list(
+            &AuditFilter {
+                after_seq: Some(first[1].seq),
+                ..AuditFilter::default()
+            },
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        next.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [all[2].seq, all[3].seq]
+    );
+    let bob = AuditFilter {
+        actor: Some("bob".into()),
+        since: Some(now - chrono::Duration::minutes(1)),
+        ..AuditFilter::default()
+    };
+    assert_eq!(store.audit_list(&bob, 10).await.unwrap().len(), 1);
+    // Retention: the old event goes, the rest stay.
+    let removed = store
+        .audit_prune(now - chrono::Duration::days(1))
+        .await
+        .unwrap();
+    assert_eq!(removed, 1);
+    assert_eq!(
+        store
+            .audit_list(&AuditFilter::default(), 100)
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+async fn a_run_control_and_its_audit_event_commit_together(db: &Db) {
+    let store = db.store();
+    let r = phased_run(store).await;
+    let by_run = AuditFilter {
+        run_id: Some(r.id),
+        ..AuditFilter::default()
+    };
+    // A failed apply writes neither the change nor its event.
+    let failed = store
+        .run_lock_apply(r.id, LockMode::Wait, &mut |lock| {
+            lock.run.status = RunStatus::Paused;
+            lock.audit.push(audit_event(
+                "alice",
+                "v1.Flow/PauseOperationRun",
+                Some(r.id),
+                Utc::now(),
+            ));
+            Err(StoreError::NotFound("no".into()))
+        })
+        .await;
+    assert!(failed.is_err());
+    assert!(store.audit_list(&by_run, 10).await.unwrap().is_empty());
+    // A committed one writes both.
+    store
+        .run_lock_apply(r.id, LockMode::Wait, &mut |lock| {
+            lock.run.status = RunStatus::Paused;
+            lock.run.reason = RunReason::OperatorPaused;
+            lock.audit.push(audit_event(
+                "alice",
+                "v1.Flow/PauseOperationRun",
+                Some(r.id),
+                Utc::now(),
+            ));
+            Ok(())
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.run_get(r.id).await.unwrap().unwrap().status,
+        RunStatus::Paused
+    );
+    let events = store.audit_list(&by_run, 10).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].actor, "alice");
 }

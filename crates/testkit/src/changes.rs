@@ -599,6 +599,26 @@ impl Store for ObservedStore {
         self.changed();
         result
     }
+
+    async fn audit_append(&self, events: &[rackflow_domain::audit::AuditEvent]) -> StoreResult<()> {
+        let result = self.inner.audit_append(events).await;
+        self.changed();
+        result
+    }
+
+    async fn audit_list(
+        &self,
+        filter: &rackflow_store::AuditFilter,
+        limit: i64,
+    ) -> StoreResult<Vec<rackflow_domain::audit::AuditEvent>> {
+        self.inner.audit_list(filter, limit).await
+    }
+
+    async fn audit_prune(&self, before: DateTime<Utc>) -> StoreResult<u64> {
+        let result = self.inner.audit_prune(before).await;
+        self.changed();
+        result
+    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,9 @@ pub struct LockedRun {
     /// Status and message of the child task of every locked target that has
     /// one (what reconciliation needs).
     pub task_states: HashMap<Uuid, (TaskStatus, String)>,
+    /// Audit events the store writes with the run, in the same
+    /// transaction (a control and its record commit together).
+    pub audit: Vec<crate::audit::AuditEvent>,
 }
 
 impl LockedRun {
@@ -461,6 +464,7 @@ mod tests {
             settled: NONE,
             earlier: NONE,
             task_states: HashMap::new(),
+            audit: Vec::new(),
         }
     }
 
@@ -606,6 +610,7 @@ mod tests {
                 skipped: 0,
             },
             task_states,
+            audit: Vec::new(),
         }
     }
 

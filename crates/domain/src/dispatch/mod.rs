@@ -32,7 +32,7 @@ pub mod messages;
 mod phase;
 mod reconcile;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 pub use attempt::*;
 pub use backoff::*;

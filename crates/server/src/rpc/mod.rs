@@ -5,6 +5,7 @@
 //! the answer. Handlers return [`ApiError`]; `flow.rs` turns it into a
 //! status through the one mapping in `error.rs`.
 
+pub(crate) mod audit;
 pub(crate) mod inventory;
 pub(crate) mod rules;
 pub(crate) mod runs;

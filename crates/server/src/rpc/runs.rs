@@ -127,35 +127,47 @@ pub(crate) async fn list_targets(
 pub(crate) async fn pause(
     dispatcher: &Dispatcher,
     req: pb::PauseOperationRunRequest,
+    actor: &str,
+    action: &str,
 ) -> ApiResult<pb::OperationRun> {
     let id = run_id(req.id.as_ref())?;
-    Ok(control_reply(&dispatcher.pause(id).await?))
+    Ok(control_reply(&dispatcher.pause(id, actor, action).await?))
 }
 
 pub(crate) async fn resume(
     dispatcher: &Dispatcher,
     req: pb::ResumeOperationRunRequest,
+    actor: &str,
+    action: &str,
 ) -> ApiResult<pb::OperationRun> {
     let id = run_id(req.id.as_ref())?;
-    Ok(control_reply(&dispatcher.resume(id).await?))
+    Ok(control_reply(&dispatcher.resume(id, actor, action).await?))
 }
 
 pub(crate) async fn advance(
     dispatcher: &Dispatcher,
     req: pb::AdvanceOperationRunPhaseRequest,
+    actor: &str,
+    action: &str,
 ) -> ApiResult<pb::OperationRun> {
     let id = run_id(req.id.as_ref())?;
     Ok(control_reply(
-        &dispatcher.advance(id, req.expected_phase_index).await?,
+        &dispatcher
+            .advance(id, req.expected_phase_index, actor, action)
+            .await?,
     ))
 }
 
 pub(crate) async fn cancel(
     dispatcher: &Dispatcher,
     req: pb::CancelOperationRunRequest,
+    actor: &str,
+    action: &str,
 ) -> ApiResult<pb::OperationRun> {
     let id = run_id(req.id.as_ref())?;
     Ok(control_reply(
-        &dispatcher.cancel(id, req.reason.trim()).await?,
+        &dispatcher
+            .cancel(id, req.reason.trim(), actor, action)
+            .await?,
     ))
 }
