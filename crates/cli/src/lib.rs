@@ -26,6 +26,7 @@ pub mod rule;
 pub mod rule_file;
 pub mod run;
 pub mod schedule;
+pub mod secrets;
 pub mod serve;
 pub mod spec;
 pub mod targets;
@@ -123,6 +124,9 @@ pub enum Command {
     /// The audit trail: who did what, when, with what outcome.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Data keys of firmware credentials at rest: make one, rotate.
+    #[command(subcommand)]
+    Secrets(secrets::SecretsCommand),
     /// The rack manager (RackManager gRPC API over node back ends).
     #[command(subcommand)]
     Rms(rms::RmsCommand),
@@ -374,6 +378,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Schedule(command) => schedule::run(server, &command, output).await,
         Command::Rms(command) => rms::run(&command).await,
         Command::Audit(AuditCommand::List(args)) => audit::run_list(server, &args, output).await,
+        Command::Secrets(command) => secrets::run(server, &command, output).await,
         Command::Version => version(server, output).await,
     }
 }

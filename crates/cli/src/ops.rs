@@ -234,8 +234,45 @@ pub struct FirmwareArgs {
     /// Install even when the component already runs the target version.
     #[arg(long)]
     pub override_version_check: bool,
+    /// Firmware credentials from a JSON file: {"shared": "…"} or
+    /// {"per_component": {"compute": "…", "nvswitch": "…", "powershelf":
+    /// "…"}}. The server seals them at rest (it needs a data key) and never
+    /// returns them; a file, not a flag, so they stay out of shell history.
+    #[arg(long, value_name = "FILE.json")]
+    pub authentication_data_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub submit: SubmitArgs,
+}
+
+/// The credentials of `--authentication-data-file`.
+fn read_authentication_data(
+    path: &std::path::Path,
+) -> anyhow::Result<v1::FirmwareAuthenticationData> {
+    use v1::firmware_authentication_data::Value;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("read --authentication-data-file {}", path.display()))?;
+    // The parser's message could quote the file: never shown.
+    let credentials: rackflow_domain::run::FirmwareCredentials = serde_json::from_str(&text)
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "--authentication-data-file {}: not {{\"shared\": \"…\"}} or \
+                 {{\"per_component\": {{\"compute\": \"…\", …}}}}",
+                path.display()
+            )
+        })?;
+    let value = match credentials {
+        rackflow_domain::run::FirmwareCredentials::Shared(shared) => Value::Shared(shared),
+        rackflow_domain::run::FirmwareCredentials::PerComponent {
+            compute,
+            nvswitch,
+            powershelf,
+        } => Value::PerComponent(v1::PerComponentFirmwareAuthenticationData {
+            compute,
+            nvswitch,
+            powershelf,
+        }),
+    };
+    Ok(v1::FirmwareAuthenticationData { value: Some(value) })
 }
 
 fn timestamp_to_proto(t: chrono::DateTime<chrono::Utc>) -> prost_types::Timestamp {
@@ -268,7 +305,11 @@ impl FirmwareArgs {
             rule_id: self.submit.rule_id(),
             sub_targets: self.sub_targets.clone(),
             override_readiness_check: self.submit.override_readiness_check,
-            authentication_data: None,
+            authentication_data: self
+                .authentication_data_file
+                .as_deref()
+                .map(read_authentication_data)
+                .transpose()?,
             override_version_check: self.override_version_check,
         })
     }

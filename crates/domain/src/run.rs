@@ -260,6 +260,75 @@ impl std::fmt::Debug for EncryptedSecret {
     }
 }
 
+/// Firmware credentials as the client sent them (`authentication_data`):
+/// plaintext, so only ever in memory — sealed into an [`EncryptedSecret`]
+/// before anything is stored, opened only to hand the step's part to its
+/// component manager. `Debug` is redacted.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FirmwareCredentials {
+    /// One credential for every component type.
+    Shared(String),
+    /// A credential per component type.
+    PerComponent {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        compute: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nvswitch: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        powershelf: Option<String>,
+    },
+}
+
+impl std::fmt::Debug for FirmwareCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FirmwareCredentials(<redacted>)")
+    }
+}
+
+impl FirmwareCredentials {
+    /// The credential of `component_type`, if any (empty counts as none).
+    pub fn for_type(&self, component_type: crate::ComponentType) -> Option<SecretText> {
+        let value = match self {
+            FirmwareCredentials::Shared(value) => Some(value),
+            FirmwareCredentials::PerComponent {
+                compute,
+                nvswitch,
+                powershelf,
+            } => match component_type {
+                crate::ComponentType::Compute => compute.as_ref(),
+                crate::ComponentType::NvSwitch => nvswitch.as_ref(),
+                crate::ComponentType::PowerShelf => powershelf.as_ref(),
+                _ => None,
+            },
+        };
+        value
+            .filter(|v| !v.is_empty())
+            .map(|v| SecretText(v.clone()))
+    }
+}
+
+/// A secret's plaintext in memory: `Debug` is redacted; read it with
+/// [`SecretText::expose`] where it is handed to hardware.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SecretText(String);
+
+impl SecretText {
+    pub fn new(text: impl Into<String>) -> SecretText {
+        SecretText(text.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
 /// Parameters of the firmware upgrade each target's child task performs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FirmwarePayload {

@@ -66,6 +66,9 @@ pub enum EngineError {
     /// A rule record or definition that does not validate.
     #[error(transparent)]
     Rule(#[from] rackflow_domain::rule::RuleError),
+    /// Sealing, opening or rotating secrets needs a data key.
+    #[error("no data encryption key is configured (secrets.key_file)")]
+    NoDataKey,
     #[error(transparent)]
     Store(#[from] rackflow_store::StoreError),
 }

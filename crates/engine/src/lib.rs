@@ -16,6 +16,7 @@ pub mod resolve;
 pub mod rules;
 pub mod runs;
 pub mod schedules;
+pub mod secrets;
 pub mod sim;
 pub mod tasks;
 
@@ -25,7 +26,7 @@ pub mod tasks;
 pub mod store {
     pub use rackflow_store::{
         AuditFilter, ComponentFilterQuery, ComponentPatch, DbTarget, RackFilter, RackImport,
-        ScheduleFilter, Store, StoreError, TaskFilter, open_store,
+        ResealOutcome, ScheduleFilter, Store, StoreError, TaskFilter, open_store,
     };
 }
 

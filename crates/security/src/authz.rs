@@ -92,6 +92,7 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("/v1.FlowExtensions/WatchOperationRun", Role::Viewer),
     ("/v1.FlowExtensions/ImportRacks", Role::Admin),
     ("/v1.FlowExtensions/ListAuditEvents", Role::Viewer),
+    ("/v1.FlowExtensions/RotateSecrets", Role::Admin),
     // Fault injection into the simulated fleet.
     ("/rackflow.sim.v1.SimAdmin/SetFaults", Role::Admin),
     ("/rackflow.sim.v1.SimAdmin/ClearFaults", Role::Admin),

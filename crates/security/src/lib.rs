@@ -8,12 +8,15 @@
 //!   URI SAN, else DNS SAN, else CN).
 //! - [`authz`]: roles, the one table of which role each RPC needs, the
 //!   `[authorization]` section and the pure allow / deny decision.
+//! - [`secrets`]: secrets at rest — AES-256-GCM envelopes under rotating
+//!   data keys read from files.
 //! - [`layer`]: the tower layer every request passes: access log → panic
 //!   recovery → authorization → handler (the reference's interceptor order).
 
 pub mod authz;
 pub mod identity;
 pub mod layer;
+pub mod secrets;
 pub mod tls;
 
 pub use authz::{AuthorizationSection, Mode, Policy, Role};

@@ -273,6 +273,10 @@ impl AuditedReply for pb::TaskSchedule {
 
 impl AuditedReply for pb::AddTaskScheduleScopeResponse {}
 
+impl AuditedRequest for pb::RotateSecretsRequest {}
+
+impl AuditedReply for pb::RotateSecretsResponse {}
+
 impl AuditedReply for pb::ImportRacksResponse {
     fn created_ids(&self) -> Vec<String> {
         Vec::new()

@@ -4,7 +4,8 @@
 //! (`RACKFLOW_LISTEN`, `RACKFLOW_DB`, `DATABASE_URL`, `RACKFLOW_MAX_CANDIDATE_TARGETS`,
 //! `RACKFLOW_EXECUTOR`, `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `RACKFLOW_TLS_CERT`,
 //! `RACKFLOW_TLS_KEY`, `RACKFLOW_TLS_CLIENT_CA`, `RACKFLOW_ALLOW_INSECURE`,
-//! `RACKFLOW_AUTHORIZATION_MODE`)
+//! `RACKFLOW_AUTHORIZATION_MODE`, `RACKFLOW_DATA_KEY_FILE` or the reference's
+//! `FLOW_DATA_ENCRYPTION_KEY_PATH`)
 //! → command-line flags (applied by the binary on the loaded struct).
 
 use std::net::SocketAddr;
@@ -49,6 +50,8 @@ pub struct Config {
     pub authorization: rackflow_security::AuthorizationSection,
     /// The audit trail (`[audit]`).
     pub audit: AuditSection,
+    /// Data keys of secrets at rest (`[secrets]`).
+    pub secrets: rackflow_security::secrets::SecretsSection,
 }
 
 /// The audit trail (`[audit]`).
@@ -310,6 +313,7 @@ impl Default for Config {
             tls: rackflow_security::TlsSection::default(),
             authorization: rackflow_security::AuthorizationSection::default(),
             audit: AuditSection::default(),
+            secrets: rackflow_security::secrets::SecretsSection::default(),
         }
     }
 }
@@ -348,6 +352,7 @@ impl std::fmt::Debug for Config {
             .field("tls", &self.tls)
             .field("authorization", &self.authorization)
             .field("audit", &self.audit)
+            .field("secrets", &self.secrets)
             .finish()
     }
 }
@@ -536,6 +541,12 @@ impl Config {
                     });
                 }
             };
+        }
+        // The reference's name first, ours wins.
+        for name in ["FLOW_DATA_ENCRYPTION_KEY_PATH", "RACKFLOW_DATA_KEY_FILE"] {
+            if let Some(path) = get(name).filter(|p| !p.trim().is_empty()) {
+                self.secrets.key_file = Some(PathBuf::from(path));
+            }
         }
         if let Some(mode) = get("RACKFLOW_AUTHORIZATION_MODE") {
             self.authorization.mode = Some(match mode.trim() {

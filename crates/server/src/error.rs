@@ -3,7 +3,9 @@
 //! Handlers fail with [`ApiError`], which keeps the typed error it came from
 //! (request validation, the engine's errors); [`to_status`] picks the code
 //! from that type (spec operation-runs §4.9, flow-core) and sends the
-//! error's own text as the message, unchanged.
+//! error's own text as the message, unchanged — but a database,
+//! file-system or internal failure's text stays in the log, under a
+//! correlation id the caller gets.
 
 use rackflow_engine::EngineError;
 use rackflow_engine::error::{LookupKind, ScheduleError, TaskError};
@@ -22,6 +24,10 @@ pub enum ApiError {
     /// key is configured in this build.
     #[error("authentication_data requires a data encryption key, which is not configured")]
     CredentialsNeedKey,
+    /// A server-side failure that is not the caller's (the text goes to the
+    /// log; the caller gets a correlation id).
+    #[error("{0}")]
+    Internal(String),
     #[error(transparent)]
     Engine(#[from] EngineError),
 }
@@ -32,6 +38,7 @@ impl ApiError {
         match self {
             ApiError::Invalid(_) => Code::InvalidArgument,
             ApiError::CredentialsNeedKey => Code::FailedPrecondition,
+            ApiError::Internal(_) => Code::Internal,
             ApiError::Engine(e) => engine_code(e),
         }
     }
@@ -48,7 +55,9 @@ fn engine_code(err: &EngineError) -> Code {
             Code::InvalidArgument
         }
         EngineError::Plan { kind, .. } | EngineError::Lookup { kind, .. } => lookup_code(*kind),
-        EngineError::RackWithoutExternalId(_) | EngineError::Control(_) => Code::FailedPrecondition,
+        EngineError::RackWithoutExternalId(_)
+        | EngineError::Control(_)
+        | EngineError::NoDataKey => Code::FailedPrecondition,
         EngineError::StatsGap { .. } => Code::Internal,
         EngineError::Task(t) => task_code(t),
         EngineError::Schedule(s) => schedule_code(s),
@@ -99,11 +108,38 @@ fn store_code(err: &StoreError) -> Code {
     }
 }
 
+/// Whether the error's text is the server's business: a database or
+/// file-system failure, or an internal step. The caller gets a correlation
+/// id instead; the log has the text under that id.
+fn detail_is_private(err: &ApiError) -> bool {
+    let store =
+        |e: &StoreError| !matches!(e, StoreError::AlreadyExists(_) | StoreError::NotFound(_));
+    match err {
+        ApiError::Internal(_) => true,
+        ApiError::Engine(EngineError::Store(e))
+        | ApiError::Engine(EngineError::Task(TaskError::Store(e)))
+        | ApiError::Engine(EngineError::Schedule(ScheduleError::Store(e))) => store(e),
+        _ => false,
+    }
+}
+
 /// Maps an error to its status. Internal errors are logged with their
-/// chain; the client gets the message too, as the reference does.
+/// chain; the client gets the message too, as the reference does — except
+/// for database, file-system and internal failures, which it gets as a
+/// correlation id.
 pub fn to_status(err: ApiError) -> Status {
     let code = err.code();
     let message = err.to_string();
+    if detail_is_private(&err) {
+        let correlation = uuid::Uuid::new_v4();
+        tracing::error!(error = %message, code = ?code, %correlation, "request failed");
+        let text = if code == Code::Unavailable {
+            format!("the database is unavailable; retry shortly (correlation id {correlation})")
+        } else {
+            format!("internal error (correlation id {correlation}); the server log has the detail")
+        };
+        return Status::new(code, text);
+    }
     if code == Code::Internal {
         tracing::error!(error = %message, source = ?std::error::Error::source(&err), "request failed");
     } else {

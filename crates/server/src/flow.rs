@@ -29,6 +29,9 @@ fn reply<T>(result: ApiResult<T>) -> Reply<T> {
 /// The engine parts the handlers call.
 pub struct FlowService {
     pub(crate) audit: Arc<AuditTrail>,
+    /// Seals firmware credentials (no data key: credentials refused) and
+    /// rotates them.
+    pub(crate) secrets: rackflow_engine::secrets::SecretKeeper,
     pub(crate) inventory: InventoryManager,
     pub(crate) rules: RuleManager,
     pub(crate) runs: RunManager,
@@ -148,7 +151,7 @@ impl Flow for FlowService {
         req: Request<pb::CreateOperationRunRequest>,
     ) -> Reply<pb::CreateOperationRunResponse> {
         self.audited("v1.Flow/CreateOperationRun", req, |q, _| {
-            rpc::runs::create(&self.runs, &self.dispatcher, q)
+            rpc::runs::create(&self.runs, &self.dispatcher, self.secrets.keys(), q)
         })
         .await
     }
@@ -231,7 +234,7 @@ impl Flow for FlowService {
         req: Request<pb::UpgradeFirmwareRequest>,
     ) -> Reply<pb::SubmitTaskResponse> {
         self.audited("v1.Flow/UpgradeFirmware", req, |q, _| {
-            rpc::tasks::upgrade_firmware(&self.tasks, q)
+            rpc::tasks::upgrade_firmware(&self.tasks, self.secrets.keys(), q)
         })
         .await
     }
@@ -381,7 +384,7 @@ impl Flow for FlowService {
         req: Request<pb::CreateTaskScheduleRequest>,
     ) -> Reply<pb::TaskSchedule> {
         self.audited("v1.Flow/CreateTaskSchedule", req, |q, _| {
-            rpc::schedules::create(&self.schedules, q)
+            rpc::schedules::create(&self.schedules, self.secrets.keys(), q)
         })
         .await
     }
@@ -499,7 +502,7 @@ impl FlowExtensions for FlowService {
         &self,
         req: Request<pb::CreateOperationRunRequest>,
     ) -> Reply<pb::PreviewOperationRunResponse> {
-        reply(rpc::runs::preview(&self.runs, req.into_inner()).await)
+        reply(rpc::runs::preview(&self.runs, self.secrets.keys(), req.into_inner()).await)
     }
 
     type WatchOperationRunStream = RunStream;
@@ -554,5 +557,21 @@ impl FlowExtensions for FlowService {
         req: Request<pb::ListAuditEventsRequest>,
     ) -> Reply<pb::ListAuditEventsResponse> {
         reply(rpc::audit::list(&self.audit, req.into_inner()).await)
+    }
+
+    async fn rotate_secrets(
+        &self,
+        req: Request<pb::RotateSecretsRequest>,
+    ) -> Reply<pb::RotateSecretsResponse> {
+        self.audited("v1.FlowExtensions/RotateSecrets", req, |_, _| async {
+            let (active_key_id, outcome) = self.secrets.rotate().await?;
+            Ok(pb::RotateSecretsResponse {
+                active_key_id,
+                resealed: i64::try_from(outcome.resealed).unwrap_or(i64::MAX),
+                already_current: i64::try_from(outcome.already_current).unwrap_or(i64::MAX),
+                failures: outcome.failures,
+            })
+        })
+        .await
     }
 }

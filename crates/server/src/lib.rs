@@ -124,9 +124,22 @@ pub async fn serve_with_fleet(
             ))
         }
     });
+    // Firmware credentials: sealed with the active data key, opened with
+    // any configured one (a bad key file stops the start).
+    let keys = config.secrets.keys()?.map(Arc::new);
+    match &keys {
+        Some(keys) => tracing::info!(
+            key = keys.active_id(),
+            "firmware credentials are sealed at rest"
+        ),
+        None => tracing::warn!(
+            "no data key (secrets.key_file): firmware authentication_data is refused"
+        ),
+    }
     let executor_config = ExecutorConfig::default();
     let durable = executor::durable(&config, &executor_config)?;
-    let executor = Arc::new(LocalExecutor::new(registry.clone(), executor_config));
+    let executor =
+        Arc::new(LocalExecutor::new(registry.clone(), executor_config).with_keys(keys.clone()));
     let tasks = TaskManager::with_durable(
         store.clone(),
         executor,
@@ -181,6 +194,7 @@ pub async fn serve_with_fleet(
     let watches = rpc::watch::Watches::new(shutdown.child_token());
     let flow = Arc::new(flow::FlowService {
         audit,
+        secrets: rackflow_engine::secrets::SecretKeeper::new(store.clone(), keys),
         inventory: InventoryManager::new(store.clone()),
         rules: RuleManager::new(store.clone()),
         runs,

@@ -19,7 +19,7 @@ use crate::{
     AuditFilter, CancelFeed, ComponentFilterQuery, ComponentPatch, LockMode, RackFilter,
     RackImport, RunLock, ScheduleFilter, ScheduleLock, Store, StoreResult, SubmitDecision,
     SubmitOutcome, TaskFilter, TaskLease, TaskTransition, TaskUpdate, audit, inventory, rules,
-    runs, schedules, tasks,
+    runs, schedules, secrets, tasks,
 };
 
 /// An open transaction; dropping it without [`Txn::commit`] rolls back
@@ -640,5 +640,12 @@ impl<B: Backend> Store for B {
 
     async fn audit_prune(&self, before: chrono::DateTime<chrono::Utc>) -> StoreResult<u64> {
         audit::audit_prune(self, before).await
+    }
+
+    async fn secrets_reseal(
+        &self,
+        reseal: &(dyn for<'s> Fn(&'s str) -> Result<Option<String>, String> + Send + Sync),
+    ) -> StoreResult<crate::ResealOutcome> {
+        secrets::secrets_reseal(self, reseal).await
     }
 }

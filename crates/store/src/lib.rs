@@ -35,6 +35,7 @@ mod postgres;
 mod rules;
 mod runs;
 mod schedules;
+mod secrets;
 mod sql;
 mod sqlite;
 mod tasks;
@@ -758,6 +759,29 @@ pub trait Store: Send + Sync + 'static {
 
     /// Removes the events older than `before`; how many.
     async fn audit_prune(&self, before: DateTime<Utc>) -> StoreResult<u64>;
+
+    // ---- secrets at rest ------------------------------------------------------
+
+    /// Hands every sealed secret stored (tasks, runs, schedules) to
+    /// `reseal` and writes back what it returns: `Ok(Some(new))` replaces
+    /// the envelope, `Ok(None)` keeps it (already under the active key),
+    /// `Err(why)` keeps it and reports the row. Pages of rows, one
+    /// transaction per page.
+    async fn secrets_reseal(
+        &self,
+        reseal: &(dyn for<'s> Fn(&'s str) -> Result<Option<String>, String> + Send + Sync),
+    ) -> StoreResult<ResealOutcome>;
+}
+
+/// What [`Store::secrets_reseal`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResealOutcome {
+    /// Envelopes replaced.
+    pub resealed: u64,
+    /// Envelopes already under the active key.
+    pub already_current: u64,
+    /// Rows left as they were, and why (no secret text).
+    pub failures: Vec<String>,
 }
 
 /// Which part of the audit trail [`Store::audit_list`] reads.

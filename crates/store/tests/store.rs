@@ -165,6 +165,7 @@ macro_rules! both_dialects {
 }
 
 both_dialects!(
+    secrets_reseal_rewrites_every_sealed_envelope,
     audit_trail_appends_lists_pages_and_prunes,
     a_run_control_and_its_audit_event_commit_together,
     task_updates_quiet_applies_each_in_one_transaction,
@@ -4427,4 +4428,46 @@ async fn a_run_control_and_its_audit_event_commit_together(db: &Db) {
     let events = store.audit_list(&by_run, 10).await.unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].actor, "alice");
+}
+
+async fn secrets_reseal_rewrites_every_sealed_envelope(db: &Db) {
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    let mut sealed = task(0x5EA1, id(1));
+    sealed.information.firmware = Some(FirmwarePayload {
+        authentication_data: Some(EncryptedSecret("old:1".into())),
+        ..FirmwarePayload::default()
+    });
+    let t = submit(store, sealed, TaskStatus::Pending).await;
+    let plain = submit(store, task(0x5EA2, id(1)), TaskStatus::Waiting).await;
+    let outcome = store
+        .secrets_reseal(&|envelope: &str| match envelope {
+            "old:1" => Ok(Some("new:1".to_string())),
+            other => Err(format!("unexpected {other}")),
+        })
+        .await
+        .unwrap();
+    assert_eq!(outcome.resealed, 1, "{outcome:?}");
+    assert!(outcome.failures.is_empty(), "{outcome:?}");
+    let stored = store.task_get(t.id).await.unwrap().unwrap();
+    assert_eq!(
+        stored.information.firmware.unwrap().authentication_data,
+        Some(EncryptedSecret("new:1".into()))
+    );
+    assert_eq!(
+        store.task_get(plain.id).await.unwrap().unwrap().information,
+        plain.information
+    );
+    // Already current: counted, not written; an unknown key: reported.
+    let outcome = store.secrets_reseal(&|_: &str| Ok(None)).await.unwrap();
+    assert_eq!((outcome.resealed, outcome.already_current), (0, 1));
+    let outcome = store
+        .secrets_reseal(&|_: &str| Err("sealed with key k0, which is not configured".into()))
+        .await
+        .unwrap();
+    assert_eq!(outcome.failures.len(), 1);
+    assert!(
+        outcome.failures[0].contains(&t.id.to_string()),
+        "{outcome:?}"
+    );
 }

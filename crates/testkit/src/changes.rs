@@ -619,6 +619,15 @@ impl Store for ObservedStore {
         self.changed();
         result
     }
+
+    async fn secrets_reseal(
+        &self,
+        reseal: &(dyn for<'s> Fn(&'s str) -> Result<Option<String>, String> + Send + Sync),
+    ) -> StoreResult<rackflow_store::ResealOutcome> {
+        let result = self.inner.secrets_reseal(reseal).await;
+        self.changed();
+        result
+    }
 }
 
 #[cfg(test)]

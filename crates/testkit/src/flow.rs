@@ -38,6 +38,9 @@ pub struct TestServer {
     pub client: FlowClient<Channel>,
     pub addr: SocketAddr,
     channel: Channel,
+    /// The store the server runs on (SQLite admits one process: a test
+    /// reads through this handle, not a second pool).
+    store: Option<Arc<dyn Store>>,
     changes: Changes,
     shutdown: CancellationToken,
     handle: Option<tokio::task::JoinHandle<()>>,
@@ -78,11 +81,12 @@ impl TestServer {
     ) -> Option<TestServer> {
         let db = TestDatabase::create(backend).await?;
         let changes = Changes::new();
-        let (channel, addr, shutdown, handle) = launch(&db, &changes, config, fleet).await;
+        let (channel, addr, shutdown, handle, store) = launch(&db, &changes, config, fleet).await;
         Some(TestServer {
             client: FlowClient::new(channel.clone()),
             addr,
             channel,
+            store: Some(store),
             changes,
             shutdown,
             handle: Some(handle),
@@ -93,6 +97,12 @@ impl TestServer {
     /// A client of our own RPCs (see [`flow_extensions`]).
     pub fn extensions(&self) -> ExtensionsClient {
         flow_extensions(self.channel.clone())
+    }
+
+    /// This server's store (tests that look at what was stored, as an
+    /// operator with database access would).
+    pub fn store(&self) -> &Arc<dyn Store> {
+        self.store.as_ref().expect("a running server")
     }
 
     /// The writes to this server's store.
@@ -118,6 +128,8 @@ impl TestServer {
         if let Some(h) = self.handle.take() {
             let _ = h.await;
         }
+        // The store's pool (and SQLite's process lock) goes with the server.
+        self.store = None;
     }
 
     /// Stops the server gracefully (as `stop`, but keeping its database) and
@@ -135,7 +147,9 @@ impl TestServer {
     async fn relaunch(&mut self, config: Config, fleet: Option<Arc<SimFleet>>) {
         self.halt().await;
         let db = self.db.as_ref().expect("database kept until stop");
-        let (channel, addr, shutdown, handle) = launch(db, &self.changes, config, fleet).await;
+        let (channel, addr, shutdown, handle, store) =
+            launch(db, &self.changes, config, fleet).await;
+        self.store = Some(store);
         self.client = FlowClient::new(channel.clone());
         self.channel = channel;
         self.addr = addr;
@@ -155,11 +169,13 @@ async fn launch(
     SocketAddr,
     CancellationToken,
     tokio::task::JoinHandle<()>,
+    Arc<dyn Store>,
 ) {
     let store: Arc<dyn Store> = rackflow_store::open_store(db.target())
         .await
         .expect("open store");
     let store = ObservedStore::wrap(store, changes.clone());
+    let handle_store = store.clone();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
     config.listen = addr;
@@ -184,7 +200,7 @@ async fn launch(
     } else {
         endpoint.connect().await.expect("connect to test server")
     };
-    (channel, addr, shutdown, handle)
+    (channel, addr, shutdown, handle, handle_store)
 }
 
 /// One of several servers on one database the test owns (replicas); its
@@ -198,7 +214,7 @@ pub struct Replica {
 
 impl Replica {
     pub async fn start(db: &TestDatabase, changes: &Changes, config: Config) -> Replica {
-        let (channel, addr, shutdown, handle) = launch(db, changes, config, None).await;
+        let (channel, addr, shutdown, handle, _) = launch(db, changes, config, None).await;
         Replica {
             client: FlowClient::new(channel),
             addr,

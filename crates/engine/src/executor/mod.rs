@@ -165,6 +165,8 @@ impl ExecutorConfig {
 pub struct LocalExecutor {
     registry: Arc<ManagerRegistry>,
     config: ExecutorConfig,
+    /// Opens sealed firmware credentials (`None`: none configured).
+    keys: Option<Arc<rackflow_security::secrets::DataKeys>>,
 }
 
 /// Targeted components by type, in the job's order.
@@ -217,6 +219,7 @@ impl Reporter {
 /// What every step of one run shares.
 struct RunContext<'a> {
     registry: &'a ManagerRegistry,
+    keys: Option<&'a rackflow_security::secrets::DataKeys>,
     config: &'a ExecutorConfig,
     information: &'a TaskInformation,
     targets: &'a Targets,
@@ -225,7 +228,18 @@ struct RunContext<'a> {
 
 impl LocalExecutor {
     pub fn new(registry: Arc<ManagerRegistry>, config: ExecutorConfig) -> Self {
-        LocalExecutor { registry, config }
+        LocalExecutor {
+            registry,
+            config,
+            keys: None,
+        }
+    }
+
+    /// Firmware credentials sealed under `keys` are opened for the
+    /// component managers.
+    pub fn with_keys(mut self, keys: Option<Arc<rackflow_security::secrets::DataKeys>>) -> Self {
+        self.keys = keys;
+        self
     }
 
     pub fn registry(&self) -> &Arc<ManagerRegistry> {
@@ -272,6 +286,7 @@ impl LocalExecutor {
         }
         let ctx = RunContext {
             registry: &self.registry,
+            keys: self.keys.as_deref(),
             config: &self.config,
             information: &job.information,
             targets: &targets,
@@ -311,6 +326,7 @@ impl LocalExecutor {
         };
         let ctx = RunContext {
             registry: &self.registry,
+            keys: self.keys.as_deref(),
             config: &self.config,
             information: spec.information,
             targets: &targets,

@@ -507,7 +507,9 @@ impl StepRun<'_, '_> {
             batch.to_vec()
         };
         if !to_start.is_empty() {
-            let request = self.firmware_request(operation);
+            let request = self
+                .firmware_request(operation)
+                .map_err(ActionError::permanent)?;
             control.firmware_start(&to_start, &request).await?;
         } else {
             tracing::info!(component_type = %ty, "resumed firmware update: polling, not restarting");
@@ -567,22 +569,26 @@ impl StepRun<'_, '_> {
     }
 
     /// The update request from the task's firmware payload (spec §5.5).
-    fn firmware_request(&self, operation: Option<&str>) -> FirmwareRequest {
+    fn firmware_request(&self, operation: Option<&str>) -> Result<FirmwareRequest, String> {
         let info = self.ctx.information;
         let operation = operation.unwrap_or(info.code.as_str()).to_string();
         let Some(payload) = &info.firmware else {
-            return FirmwareRequest {
+            return Ok(FirmwareRequest {
                 operation,
                 override_readiness_check: info.override_readiness_check,
                 ..FirmwareRequest::default()
-            };
+            });
+        };
+        let credentials = match &payload.authentication_data {
+            None => None,
+            Some(sealed) => self.open_credentials(sealed)?,
         };
         let at = |secs: i64| {
             (secs != 0)
                 .then(|| DateTime::from_timestamp(secs, 0))
                 .flatten()
         };
-        FirmwareRequest {
+        Ok(FirmwareRequest {
             operation,
             target_version: layered_version(
                 payload.target_version.as_deref().unwrap_or(""),
@@ -594,7 +600,27 @@ impl StepRun<'_, '_> {
             override_readiness_check: payload.override_readiness_check
                 || info.override_readiness_check,
             override_version_check: payload.override_version_check,
-        }
+            credentials,
+        })
+    }
+
+    /// This step's component type's credential from the task's sealed
+    /// `authentication_data`. The error names the key, never the secret.
+    fn open_credentials(
+        &self,
+        sealed: &rackflow_domain::run::EncryptedSecret,
+    ) -> Result<Option<rackflow_domain::run::SecretText>, String> {
+        let keys = self.ctx.keys.ok_or(
+            "the task's firmware credentials are sealed, but this server has no data key \
+             (secrets.key_file)",
+        )?;
+        let plaintext = keys
+            .open(&sealed.0)
+            .map_err(|e| format!("firmware credentials: {e}"))?;
+        let credentials: rackflow_domain::run::FirmwareCredentials =
+            serde_json::from_slice(&plaintext)
+                .map_err(|_| "firmware credentials: not in the expected form".to_string())?;
+        Ok(credentials.for_type(self.step.component_type))
     }
 }
 

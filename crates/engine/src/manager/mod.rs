@@ -177,6 +177,9 @@ pub struct FirmwareRequest {
     pub sub_targets: Vec<String>,
     pub override_readiness_check: bool,
     pub override_version_check: bool,
+    /// The component type's firmware credential (`authentication_data`),
+    /// opened for this call only; `Debug` is redacted.
+    pub credentials: Option<rackflow_domain::run::SecretText>,
 }
 
 /// Everything a manager call or a registry lookup can fail with.

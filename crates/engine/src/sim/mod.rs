@@ -106,6 +106,11 @@ struct Inner {
     components: BTreeMap<String, SimComponent>,
     log: VecDeque<SimCall>,
     next_sequence: u64,
+    /// Firmware credentials the starts received, per component (the last
+    /// one): what real hardware would have been handed. Read in-process
+    /// only ([`SimFleet::firmware_credentials`]); never in the call log,
+    /// which `SimAdmin` serves.
+    credentials: BTreeMap<String, rackflow_domain::run::SecretText>,
 }
 
 #[derive(Debug)]
@@ -227,6 +232,14 @@ impl SimFleet {
     }
 
     /// Log entries with a sequence above `after_sequence`, oldest first.
+    /// The firmware credential the last update of `external_id` was given.
+    pub fn firmware_credentials(
+        &self,
+        external_id: &str,
+    ) -> Option<rackflow_domain::run::SecretText> {
+        self.lock().credentials.get(external_id).cloned()
+    }
+
     pub fn call_log(&self, after_sequence: u64) -> Vec<SimCall> {
         self.lock()
             .log
@@ -516,6 +529,13 @@ impl FirmwareControl for SimFleet {
         // component) tells that rack's pollers at each distinct end.
         let mut ends: Vec<(Instant, String)> = Vec::new();
         let mut inner = self.lock();
+        if let Some(credentials) = &request.credentials {
+            for component in components {
+                inner
+                    .credentials
+                    .insert(component.external_id.clone(), credentials.clone());
+            }
+        }
         for (component, effect) in components.iter().zip(&plan.effects) {
             let Some(c) = inner.components.get_mut(&component.external_id) else {
                 continue;

@@ -149,6 +149,41 @@ pub fn upgrade_firmware(req: &pb::UpgradeFirmwareRequest) -> Checked<SubmitReque
 
 /// Whether firmware credentials were sent (refused until encryption at rest
 /// is configured).
+/// Longest firmware credential accepted, per value.
+pub const MAX_CREDENTIAL_LEN: usize = 4096;
+
+/// The credentials a request carries (`None` when it sends none or only
+/// empty ones), checked: at most [`MAX_CREDENTIAL_LEN`] bytes each, no NUL.
+pub fn firmware_credentials(
+    data: Option<&pb::FirmwareAuthenticationData>,
+) -> Checked<Option<rackflow_domain::run::FirmwareCredentials>> {
+    use pb::firmware_authentication_data::Value;
+    use rackflow_domain::run::FirmwareCredentials;
+    if !has_authentication_data(data) {
+        return Ok(None);
+    }
+    let check = |field: &str, value: &Option<String>| -> Checked<Option<String>> {
+        match value.as_deref() {
+            None | Some("") => Ok(None),
+            Some(v) if v.len() > MAX_CREDENTIAL_LEN || v.contains('\0') => invalid(format!(
+                "authentication_data.{field}: at most {MAX_CREDENTIAL_LEN} bytes, no NUL"
+            )),
+            Some(v) => Ok(Some(v.to_string())),
+        }
+    };
+    Ok(match data.and_then(|d| d.value.as_ref()) {
+        Some(Value::Shared(shared)) => {
+            check("shared", &Some(shared.clone()))?.map(FirmwareCredentials::Shared)
+        }
+        Some(Value::PerComponent(p)) => Some(FirmwareCredentials::PerComponent {
+            compute: check("per_component.compute", &p.compute)?,
+            nvswitch: check("per_component.nvswitch", &p.nvswitch)?,
+            powershelf: check("per_component.powershelf", &p.powershelf)?,
+        }),
+        None => None,
+    })
+}
+
 pub fn has_authentication_data(data: Option<&pb::FirmwareAuthenticationData>) -> bool {
     use pb::firmware_authentication_data::Value;
     data.and_then(|a| a.value.as_ref())

@@ -14,21 +14,29 @@ pub(crate) mod tasks;
 pub(crate) mod watch;
 
 use rackflow_api::v1 as pb;
+use rackflow_domain::run::EncryptedSecret;
+use rackflow_security::secrets::DataKeys;
 
 use crate::convert;
 use crate::error::ApiError;
 
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
-/// Firmware credentials need encryption at rest, which needs a key; none is
-/// configured in this build, so non-empty credentials are refused rather
-/// than stored in clear (operation runs, plain firmware tasks and schedules
-/// alike).
-pub(crate) fn refuse_authentication_data(
+/// Firmware credentials sealed for storage (decision C5): `None` when the
+/// request carries none; refused when no data key is configured (the
+/// reference's FailedPrecondition) — never stored in clear.
+pub(crate) fn seal_authentication_data(
+    keys: Option<&DataKeys>,
     data: Option<&pb::FirmwareAuthenticationData>,
-) -> ApiResult<()> {
-    if convert::has_authentication_data(data) {
-        return Err(ApiError::CredentialsNeedKey);
-    }
-    Ok(())
+) -> ApiResult<Option<EncryptedSecret>> {
+    let Some(credentials) = convert::firmware_credentials(data)? else {
+        return Ok(None);
+    };
+    let keys = keys.ok_or(ApiError::CredentialsNeedKey)?;
+    let plaintext = serde_json::to_vec(&credentials)
+        .map_err(|e| ApiError::Internal(format!("encode firmware credentials: {e}")))?;
+    let sealed = keys
+        .seal(&plaintext)
+        .map_err(|e| ApiError::Internal(format!("seal firmware credentials: {e}")))?;
+    Ok(Some(EncryptedSecret(sealed)))
 }

@@ -8,15 +8,20 @@ use rackflow_engine::dispatcher::Dispatcher;
 use rackflow_engine::runs::RunManager;
 use uuid::Uuid;
 
-use super::{ApiResult, refuse_authentication_data};
+use rackflow_security::secrets::DataKeys;
+
+use super::{ApiResult, seal_authentication_data};
 use crate::convert::{self, RandomSeeds, pb_uuid, wire_count};
 
 pub(crate) fn run_id(id: Option<&pb::Uuid>) -> ApiResult<Uuid> {
     Ok(convert::required_id(id, "operation run ID is required")?)
 }
 
-/// The run's firmware credentials, refused like a plain upgrade's.
-fn check_authentication_data(req: &pb::CreateOperationRunRequest) -> ApiResult<()> {
+/// The run's firmware credentials, sealed like a plain upgrade's.
+fn sealed_authentication_data(
+    keys: Option<&DataKeys>,
+    req: &pb::CreateOperationRunRequest,
+) -> ApiResult<Option<rackflow_domain::run::EncryptedSecret>> {
     let data = req
         .configuration
         .as_ref()
@@ -27,7 +32,7 @@ fn check_authentication_data(req: &pb::CreateOperationRunRequest) -> ApiResult<(
             }
             None => None,
         });
-    refuse_authentication_data(data)
+    seal_authentication_data(keys, data)
 }
 
 /// Pause, resume, advance and cancel answer the run without stats.
@@ -38,10 +43,12 @@ fn control_reply(run: &OperationRun) -> pb::OperationRun {
 pub(crate) async fn create(
     runs: &RunManager,
     dispatcher: &Dispatcher,
+    keys: Option<&DataKeys>,
     req: pb::CreateOperationRunRequest,
 ) -> ApiResult<pb::CreateOperationRunResponse> {
-    check_authentication_data(&req)?;
-    let run = convert::new_run(&req, &mut RandomSeeds)?;
+    let sealed = sealed_authentication_data(keys, &req)?;
+    let mut run = convert::new_run(&req, &mut RandomSeeds)?;
+    run.configuration.operation.payload.authentication_data = sealed;
     let id = runs.create(&run).await?;
     dispatcher.wake_run(id);
     Ok(pb::CreateOperationRunResponse {
@@ -51,9 +58,11 @@ pub(crate) async fn create(
 
 pub(crate) async fn preview(
     runs: &RunManager,
+    keys: Option<&DataKeys>,
     req: pb::CreateOperationRunRequest,
 ) -> ApiResult<pb::PreviewOperationRunResponse> {
-    check_authentication_data(&req)?;
+    // Checked as a create would be; nothing is stored.
+    sealed_authentication_data(keys, &req)?;
     let run = convert::new_run(&req, &mut RandomSeeds)?;
     let preview = runs.preview(&run).await?;
     let targets = preview

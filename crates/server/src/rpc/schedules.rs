@@ -9,16 +9,19 @@ use super::ApiResult;
 use crate::convert::schedules as conv;
 use crate::convert::{pb_uuid, wire_count};
 
-fn refuse_credentials(op: Option<&pb::ScheduledOperation>) -> ApiResult<()> {
-    super::refuse_authentication_data(conv::scheduled_authentication_data(op))
-}
-
 pub(crate) async fn create(
     schedules: &ScheduleManager,
+    keys: Option<&rackflow_security::secrets::DataKeys>,
     req: pb::CreateTaskScheduleRequest,
 ) -> ApiResult<pb::TaskSchedule> {
-    refuse_credentials(req.operation.as_ref())?;
-    let new = conv::new_schedule(&req)?;
+    let sealed = super::seal_authentication_data(
+        keys,
+        conv::scheduled_authentication_data(req.operation.as_ref()),
+    )?;
+    let mut new = conv::new_schedule(&req)?;
+    if let Some(firmware) = new.template.information.firmware.as_mut() {
+        firmware.authentication_data = sealed;
+    }
     let schedule = schedules.create(new).await?;
     Ok(conv::pb_schedule(&schedule))
 }

@@ -7,7 +7,9 @@ use rackflow_api::v1 as pb;
 use rackflow_engine::inventory::InventoryManager;
 use rackflow_engine::tasks::{SubmitRequest, TaskManager};
 
-use super::{ApiResult, refuse_authentication_data};
+use rackflow_security::secrets::DataKeys;
+
+use super::{ApiResult, seal_authentication_data};
 use crate::convert::{self, pb_uuid, wire_count};
 
 async fn submit(tasks: &Arc<TaskManager>, req: SubmitRequest) -> ApiResult<pb::SubmitTaskResponse> {
@@ -19,10 +21,15 @@ async fn submit(tasks: &Arc<TaskManager>, req: SubmitRequest) -> ApiResult<pb::S
 
 pub(crate) async fn upgrade_firmware(
     tasks: &Arc<TaskManager>,
+    keys: Option<&DataKeys>,
     req: pb::UpgradeFirmwareRequest,
 ) -> ApiResult<pb::SubmitTaskResponse> {
-    refuse_authentication_data(req.authentication_data.as_ref())?;
-    submit(tasks, convert::upgrade_firmware(&req)?).await
+    let sealed = seal_authentication_data(keys, req.authentication_data.as_ref())?;
+    let mut submit_request = convert::upgrade_firmware(&req)?;
+    if let Some(firmware) = submit_request.information.firmware.as_mut() {
+        firmware.authentication_data = sealed;
+    }
+    submit(tasks, submit_request).await
 }
 
 pub(crate) async fn power_on_rack(
