@@ -389,6 +389,18 @@ const FLOW_EXTENSIONS_RPCS: &[(&str, &str, &str, (bool, bool))] = &[
         "ImportRacksResponse",
         (true, false),
     ),
+    (
+        "ListAuditEvents",
+        "ListAuditEventsRequest",
+        "ListAuditEventsResponse",
+        (false, false),
+    ),
+    (
+        "RotateSecrets",
+        "RotateSecretsRequest",
+        "RotateSecretsResponse",
+        (false, false),
+    ),
 ];
 
 /// Messages of `package v1` the reference does not have (used only by
@@ -400,6 +412,11 @@ const OUR_MESSAGES: &[&str] = &[
     "ImportRacksRequest",
     "ImportedRack",
     "ImportRacksResponse",
+    "ListAuditEventsRequest",
+    "AuditEvent",
+    "ListAuditEventsResponse",
+    "RotateSecretsRequest",
+    "RotateSecretsResponse",
 ];
 
 /// The first number rackflow may give a field it adds to a reference message.
