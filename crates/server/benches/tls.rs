@@ -73,13 +73,13 @@ async fn bench() {
     let files = pki.client(IDENTITY);
     let mut handshakes = Vec::new();
     for _ in 0..20 {
-        handshakes.push(timed(async { tls_channel(secure.addr, &files).await.expect("mTLS") }).await);
+        handshakes
+            .push(timed(async { tls_channel(secure.addr, &files).await.expect("mTLS") }).await);
     }
-    let tls_channel = tls_channel(secure.addr, &files).await.expect("mTLS connect");
-    let mut clients = [
-        FlowClient::new(plain_channel),
-        FlowClient::new(tls_channel),
-    ];
+    let tls_channel = tls_channel(secure.addr, &files)
+        .await
+        .expect("mTLS connect");
+    let mut clients = [FlowClient::new(plain_channel), FlowClient::new(tls_channel)];
     for client in &mut clients {
         fixture_fleet(client, 20).await;
     }
@@ -89,7 +89,10 @@ async fn bench() {
         for (i, client) in clients.iter_mut().enumerate() {
             version[i].push(
                 timed(async {
-                    client.version(pb::VersionRequest {}).await.expect("version");
+                    client
+                        .version(pb::VersionRequest {})
+                        .await
+                        .expect("version");
                 })
                 .await,
             );

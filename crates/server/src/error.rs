@@ -102,6 +102,7 @@ fn store_code(err: &StoreError) -> Code {
     match err {
         StoreError::AlreadyExists(_) => Code::AlreadyExists,
         StoreError::NotFound(_) => Code::NotFound,
+        e if e.is_rejected_value() => Code::InvalidArgument,
         // The client may retry (gRPC's meaning of UNAVAILABLE).
         e if e.is_unavailable() => Code::Unavailable,
         _ => Code::Internal,
@@ -135,6 +136,12 @@ pub fn to_status(err: ApiError) -> Status {
         tracing::error!(error = %message, code = ?code, %correlation, "request failed");
         let text = if code == Code::Unavailable {
             format!("the database is unavailable; retry shortly (correlation id {correlation})")
+        } else if code == Code::InvalidArgument {
+            format!(
+                "a value was refused by the database: a text longer than its field allows, a \
+                 NUL character or an escape it cannot store (correlation id {correlation}; the \
+                 server log names the column)"
+            )
         } else {
             format!("internal error (correlation id {correlation}); the server log has the detail")
         };

@@ -63,6 +63,24 @@ impl StoreError {
     }
 }
 
+impl StoreError {
+    /// The database refused a value the caller sent: a text longer than
+    /// its column allows, a NUL character or an escape PostgreSQL cannot
+    /// store, an index entry over its size limit, a CHECK constraint
+    /// (SQLite's length checks). The caller's error, not the server's.
+    pub fn is_rejected_value(&self) -> bool {
+        let StoreError::Database(sqlx::Error::Database(db)) = self else {
+            return false;
+        };
+        db.code().is_some_and(|code| {
+            // PostgreSQL: data exceptions (22xxx), check_violation,
+            // program_limit_exceeded (index row too large); SQLite:
+            // SQLITE_CONSTRAINT_CHECK, SQLITE_TOOBIG.
+            code.starts_with("22") || matches!(code.as_ref(), "23514" | "54000" | "275" | "18")
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::StoreError;
