@@ -4161,6 +4161,7 @@ async fn sqlite_and_postgres_schemas_have_the_same_tables_and_columns() {
     assert_eq!(
         lite_tables.keys().collect::<Vec<_>>(),
         [
+            "audit_event",
             "bmc",
             "component",
             "operation_rules",
