@@ -7,55 +7,18 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{
-    create_fast_default_rule, free_addr, import_generated_fleet, path_str, rackflow,
+    ServeChild, create_fast_default_rule, free_addr, import_generated_fleet, path_str, rackflow,
     rackflow_within, temp_path,
 };
-use rackflow_testkit::wait::Lines;
 
 const SECRET: &str = "hunter2-e2e-SECRET-7f3a";
 
-/// `rackflow serve` logging at debug into `log` (appended across restarts).
-struct Serve {
-    child: Child,
-}
-
-impl Serve {
-    fn start(addr: SocketAddr, db: &Path, config: &Path, log: &Path) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
-            .args(["serve", "--listen", &addr.to_string(), "--db", path_str(db)])
-            .arg("--config")
-            .arg(config)
-            .env_remove("DATABASE_URL")
-            .env_remove("RACKFLOW_LISTEN")
-            .env("RUST_LOG", "debug,h2=info,hyper=info,tower=info,sqlx=debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn rackflow serve");
-        let stderr = child.stderr.take().expect("stderr");
-        Lines::follow_into(stderr, log).wait_for("flow server listening", Duration::from_secs(20));
-        Serve { child }
-    }
-
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// What the server logs: everything of ours at debug.
+const DEBUG_LOG: &str = "debug,h2=info,hyper=info,tower=info,sqlx=debug";
 
 fn config(dir: &Path, key: &Path, previous: Option<&Path>) -> PathBuf {
     let file = dir.join("serve.toml");
@@ -89,7 +52,13 @@ fn credentials_stay_sealed_in_logs_database_and_answers_and_rotate() {
     let s = Some(addr);
     let db = temp_path("secrets.db");
     let log = temp_path("secrets-serve.log");
-    let server = Serve::start(addr, &db, &config(dir.path(), &key_a, None), &log);
+    let server = ServeChild::start(
+        addr,
+        &db,
+        &config(dir.path(), &key_a, None),
+        DEBUG_LOG,
+        &log,
+    );
     import_generated_fleet(s, 1);
     create_fast_default_rule(s, "50ms");
 
@@ -133,7 +102,13 @@ fn credentials_stay_sealed_in_logs_database_and_answers_and_rotate() {
 
     // Rotation: B active, A still known; everything re-sealed under B.
     server.kill();
-    let server = Serve::start(addr, &db, &config(dir.path(), &key_b, Some(&key_a)), &log);
+    let server = ServeChild::start(
+        addr,
+        &db,
+        &config(dir.path(), &key_b, Some(&key_a)),
+        DEBUG_LOG,
+        &log,
+    );
     let rotated = rackflow(s, &["secrets", "rotate"]).ok().stdout;
     assert!(
         rotated.contains(": 1 re-sealed, 0 already current, 0 not re-sealed"),
@@ -141,7 +116,13 @@ fn credentials_stay_sealed_in_logs_database_and_answers_and_rotate() {
     );
     // B alone opens what is stored now.
     server.kill();
-    let server = Serve::start(addr, &db, &config(dir.path(), &key_b, None), &log);
+    let server = ServeChild::start(
+        addr,
+        &db,
+        &config(dir.path(), &key_b, None),
+        DEBUG_LOG,
+        &log,
+    );
     let again = rackflow(s, &["secrets", "rotate", "-o", "json"])
         .ok()
         .json();

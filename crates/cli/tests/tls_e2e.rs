@@ -9,13 +9,13 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{Run, fast_firmware_rule, free_addr, path_str, rackflow_within, temp_path};
+use common::{
+    Run, ServeChild, fast_firmware_rule, free_addr, path_str, rackflow_within, temp_path,
+};
 use rackflow_security::ClientTlsFiles;
 use rackflow_testkit::pki::TestPki;
-use rackflow_testkit::wait::Lines;
 
 const VIEWER: &str = "spiffe://rackflow.test/sre/viewer";
 const OPERATOR: &str = "spiffe://rackflow.test/sre/operator";
@@ -23,9 +23,10 @@ const ADMIN: &str = "spiffe://rackflow.test/sre/admin";
 const STRANGER: &str = "spiffe://rackflow.test/sre/stranger";
 const DEADLINE: Duration = Duration::from_secs(60);
 
-/// `rackflow serve` with `config` (TOML) as a child process; killed on drop.
+/// `rackflow serve` with `config` (TOML) on a fresh database, logging at
+/// info into a file the test reads.
 struct Serve {
-    child: Child,
+    _child: ServeChild,
     log: std::path::PathBuf,
 }
 
@@ -33,40 +34,13 @@ impl Serve {
     fn start(addr: SocketAddr, config: &str) -> Serve {
         let file = temp_path("tls.toml");
         std::fs::write(&file, config).expect("write config");
-        let db = temp_path("tls.db");
         let log = temp_path("tls-serve.log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
-            .args([
-                "serve",
-                "--listen",
-                &addr.to_string(),
-                "--db",
-                path_str(&db),
-            ])
-            .arg("--config")
-            .arg(&file)
-            .env_remove("DATABASE_URL")
-            .env_remove("RACKFLOW_LISTEN")
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn rackflow serve");
-        let stderr = child.stderr.take().expect("stderr");
-        Lines::follow_into(stderr, &log).wait_for("flow server listening", Duration::from_secs(20));
-        Serve { child, log }
+        let child = ServeChild::start(addr, &temp_path("tls.db"), &file, "info", &log);
+        Serve { _child: child, log }
     }
 
     fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -12,7 +12,8 @@ use rackflow_testkit::both_stores;
 use rackflow_testkit::pki::{TestPki, tls_channel};
 use rackflow_testkit::wait::wait_run;
 use rackflow_testkit::{
-    Backend, FlowClient, TestServer, fixture_fleet, flow_extensions, run_request,
+    Backend, FlowClient, TestServer, create_fast_firmware_rule, fixture_fleet, flow_extensions,
+    run_request,
 };
 
 both_stores!(the_trail_of_a_run_shows_every_control_with_its_identity_in_order);
@@ -21,17 +22,6 @@ const VIEWER: &str = "spiffe://rackflow.test/sre/viewer";
 const OPERATOR: &str = "spiffe://rackflow.test/sre/operator";
 const ADMIN: &str = "spiffe://rackflow.test/sre/admin";
 const DEADLINE: Duration = Duration::from_secs(60);
-
-/// A firmware `upgrade` rule for the Compute trays, polling every 20 ms.
-const FAST_FIRMWARE_RULE: &str = r#"{
-  "version": "v1",
-  "steps": [
-    { "component_type": "Compute", "stage": 1,
-      "retry": { "max_attempts": 1, "initial_interval": "1s" },
-      "main_operation": { "name": "FirmwareControl",
-                          "parameters": { "poll_interval": "20ms", "poll_timeout": "60s" } } }
-  ]
-}"#;
 
 fn uuid_of(id: &pb::Uuid) -> pb::Uuid {
     id.clone()
@@ -66,17 +56,7 @@ async fn the_trail_of_a_run_shows_every_control_with_its_identity_in_order(backe
     );
     let mut as_admin = FlowClient::new(admin.clone());
     fixture_fleet(&mut as_admin, 4).await;
-    as_admin
-        .create_operation_rule(pb::CreateOperationRuleRequest {
-            name: "fast firmware".into(),
-            description: String::new(),
-            operation_type: pb::OperationType::FirmwareControl as i32,
-            operation_code: "upgrade".into(),
-            rule_definition_json: FAST_FIRMWARE_RULE.into(),
-            is_default: true,
-        })
-        .await
-        .expect("rule");
+    create_fast_firmware_rule(&mut as_admin, &["Compute"], "20ms").await;
 
     let mut as_operator = FlowClient::new(operator.clone());
     let id = as_operator

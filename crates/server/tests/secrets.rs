@@ -16,7 +16,8 @@ use rackflow_server::Config;
 use rackflow_testkit::both_stores;
 use rackflow_testkit::wait::wait_run;
 use rackflow_testkit::{
-    Backend, TestServer, fixture_fleet, fixture_id, run_request, upgrade, uuid,
+    Backend, TestServer, create_fast_firmware_rule, fixture_fleet, fixture_id, run_request,
+    upgrade, uuid,
 };
 use uuid::Uuid;
 
@@ -26,21 +27,6 @@ const DEADLINE: Duration = Duration::from_secs(60);
 const SHARED: &str = "root:first-secret-0x5eed";
 const COMPUTE: &str = "compute-secret-0xc0de";
 const NVSWITCH: &str = "switch-secret-0x5w17";
-
-/// Compute, then NVLink switch trays, polling every 20 ms.
-const FAST_FIRMWARE_RULE: &str = r#"{
-  "version": "v1",
-  "steps": [
-    { "component_type": "Compute", "stage": 1,
-      "retry": { "max_attempts": 1, "initial_interval": "1s" },
-      "main_operation": { "name": "FirmwareControl",
-                          "parameters": { "poll_interval": "20ms", "poll_timeout": "60s" } } },
-    { "component_type": "NvSwitch", "stage": 2,
-      "retry": { "max_attempts": 1, "initial_interval": "1s" },
-      "main_operation": { "name": "FirmwareControl",
-                          "parameters": { "poll_interval": "20ms", "poll_timeout": "60s" } } }
-  ]
-}"#;
 
 fn write_key(dir: &Path, name: &str) -> std::path::PathBuf {
     let path = dir.join(name);
@@ -117,18 +103,7 @@ async fn credentials_are_sealed_delivered_never_returned_and_survive_a_rotation(
         return;
     };
     fixture_fleet(&mut server.client, 2).await;
-    server
-        .client
-        .create_operation_rule(pb::CreateOperationRuleRequest {
-            name: "fast firmware".into(),
-            description: String::new(),
-            operation_type: pb::OperationType::FirmwareControl as i32,
-            operation_code: "upgrade".into(),
-            rule_definition_json: FAST_FIRMWARE_RULE.into(),
-            is_default: true,
-        })
-        .await
-        .expect("rule");
+    create_fast_firmware_rule(&mut server.client, &["Compute", "NvSwitch"], "20ms").await;
 
     // A plain upgrade with one shared credential.
     let submitted = server

@@ -459,6 +459,42 @@ pub fn run_request(
     }
 }
 
+/// Makes a firmware `upgrade` rule the default: one stage per type of
+/// `types` (in order, e.g. `["Compute", "NvSwitch"]`), polling the
+/// simulated update every `poll` (e.g. `"20ms"`), one attempt per step (a
+/// failed update fails the task at once).
+pub async fn create_fast_firmware_rule(
+    client: &mut FlowClient<Channel>,
+    types: &[&str],
+    poll: &str,
+) {
+    let steps: Vec<String> = types
+        .iter()
+        .enumerate()
+        .map(|(i, ty)| {
+            format!(
+                r#"{{"component_type": "{ty}", "stage": {}, "retry": {{"max_attempts": 1, "initial_interval": "1s"}},
+                   "main_operation": {{"name": "FirmwareControl", "parameters": {{"poll_interval": "{poll}", "poll_timeout": "60s"}}}}}}"#,
+                i + 1
+            )
+        })
+        .collect();
+    client
+        .create_operation_rule(pb::CreateOperationRuleRequest {
+            name: "fast firmware".into(),
+            description: format!("test rule: polls every {poll}"),
+            operation_type: pb::OperationType::FirmwareControl as i32,
+            operation_code: "upgrade".into(),
+            rule_definition_json: format!(
+                r#"{{"version": "v1", "steps": [{}]}}"#,
+                steps.join(", ")
+            ),
+            is_default: true,
+        })
+        .await
+        .expect("create the fast default firmware rule");
+}
+
 /// The benches' default firmware rule: one stage updating compute and
 /// NVLink switch trays in parallel, so a rack's hardware time is one
 /// firmware update.

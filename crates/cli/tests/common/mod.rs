@@ -225,6 +225,60 @@ impl Drop for ServeProcess {
     }
 }
 
+/// `rackflow serve --listen ADDR --db DB --config CONFIG` as a child
+/// process that may serve TLS (so, unlike [`ServeProcess`], it does not
+/// probe with a plaintext `rackflow version`): started once its log says it
+/// listens; its log (at `rust_log`) is appended to `log`; killed on drop.
+pub struct ServeChild {
+    child: Child,
+}
+
+impl ServeChild {
+    pub fn start(
+        addr: SocketAddr,
+        db: &Path,
+        config: &Path,
+        rust_log: &str,
+        log: &Path,
+    ) -> ServeChild {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
+            .args(["serve", "--listen", &addr.to_string()])
+            .arg("--db")
+            .arg(db)
+            .arg("--config")
+            .arg(config)
+            .env_remove("RACKFLOW_SERVER")
+            .env_remove("DATABASE_URL")
+            .env_remove("RACKFLOW_LISTEN")
+            .env_remove("RACKFLOW_DB")
+            .env("RUST_LOG", rust_log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn rackflow serve");
+        let stderr = child.stderr.take().expect("piped stderr");
+        Lines::follow_into(stderr, log).wait_for(SERVE_LISTENING, Duration::from_secs(20));
+        ServeChild { child }
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill(mut self) {
+        self.kill_now();
+    }
+
+    fn kill_now(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ServeChild {
+    fn drop(&mut self) {
+        self.kill_now();
+    }
+}
+
 /// `config` (TOML without a `[database]` table) with `[database] url`
 /// appended (a TOML basic string: `\\` and `"` escaped).
 pub fn postgres_config(config: &str, url: &str) -> String {
