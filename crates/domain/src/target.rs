@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::ComponentType;
 
 /// How a rack is named in a target.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RackIdentifier {
     Id(Uuid),
@@ -16,7 +16,7 @@ pub enum RackIdentifier {
     ExternalId(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RackTarget {
     pub identifier: RackIdentifier,
     /// Empty = every component type of the rack.
@@ -24,7 +24,7 @@ pub struct RackTarget {
     pub component_types: Vec<ComponentType>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ComponentTarget {
     Id(Uuid),
@@ -34,7 +34,7 @@ pub enum ComponentTarget {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NvlDomainIdentifier {
     Id(Uuid),
@@ -42,7 +42,7 @@ pub enum NvlDomainIdentifier {
     ExternalId(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NvlDomainTarget {
     pub identifier: NvlDomainIdentifier,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -56,6 +56,26 @@ pub enum TargetSpec {
     Racks(Vec<RackTarget>),
     Components(Vec<ComponentTarget>),
     NvlDomains(Vec<NvlDomainTarget>),
+}
+
+impl TargetSpec {
+    /// The same spec with repeated targets named once (the first time):
+    /// a target listed twice is one target, and a list of 10,000 copies
+    /// costs what one does.
+    pub fn without_repeats(self) -> TargetSpec {
+        fn once<T: std::hash::Hash + Eq + Clone>(items: Vec<T>) -> Vec<T> {
+            let mut seen = std::collections::HashSet::new();
+            items
+                .into_iter()
+                .filter(|t| seen.insert(t.clone()))
+                .collect()
+        }
+        match self {
+            TargetSpec::Racks(r) => TargetSpec::Racks(once(r)),
+            TargetSpec::Components(c) => TargetSpec::Components(once(c)),
+            TargetSpec::NvlDomains(d) => TargetSpec::NvlDomains(once(d)),
+        }
+    }
 }
 
 /// Restricts the components of an operation run's default scope.
@@ -179,5 +199,33 @@ impl TargetSpec {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod repeat_tests {
+    use super::*;
+
+    #[test]
+    fn repeated_targets_are_named_once_in_first_order() {
+        let a = ComponentTarget::Id(uuid::Uuid::from_u128(1));
+        let b = ComponentTarget::External {
+            component_type: crate::ComponentType::Compute,
+            id: "c-1".into(),
+        };
+        let spec =
+            TargetSpec::Components(vec![b.clone(), a.clone(), b.clone(), a.clone(), b.clone()]);
+        assert_eq!(spec.without_repeats(), TargetSpec::Components(vec![b, a]));
+        let many = TargetSpec::Racks(vec![
+            RackTarget {
+                identifier: RackIdentifier::Name("r".into()),
+                component_types: vec![],
+            };
+            10_000
+        ]);
+        let TargetSpec::Racks(once) = many.without_repeats() else {
+            unreachable!()
+        };
+        assert_eq!(once.len(), 1);
     }
 }

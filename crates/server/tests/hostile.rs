@@ -13,7 +13,10 @@ use rackflow_testkit::both_stores;
 use rackflow_testkit::{Backend, TestServer, rack, run_request};
 use tonic::Code;
 
-both_stores!(a_run_name_longer_than_its_column_is_the_callers_error);
+both_stores!(
+    a_run_name_longer_than_its_column_is_the_callers_error,
+    a_target_repeated_ten_thousand_times_is_one_target
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_postgres_refuses_are_the_callers_error_and_write_nothing() {
@@ -111,5 +114,51 @@ async fn a_run_name_longer_than_its_column_is_the_callers_error(backend: Backend
         .expect("list runs")
         .into_inner();
     assert_eq!(runs.total, 0, "a refused run wrote nothing");
+    server.stop().await;
+}
+
+async fn a_target_repeated_ten_thousand_times_is_one_target(backend: Backend) {
+    let Some(mut server) = TestServer::start(backend).await else {
+        return;
+    };
+    rackflow_testkit::fixture_fleet(&mut server.client, 1).await;
+    let one = pb::ComponentTarget {
+        identifier: Some(pb::component_target::Identifier::External(
+            pb::ExternalRef {
+                r#type: pb::ComponentType::Compute as i32,
+                id: "r-0001-compute-00".into(),
+            },
+        )),
+    };
+    let started = std::time::Instant::now();
+    let reply = server
+        .client
+        .power_reset_rack(pb::PowerResetRackRequest {
+            target_spec: Some(pb::OperationTargetSpec {
+                targets: Some(pb::operation_target_spec::Targets::Components(
+                    pb::ComponentTargets {
+                        targets: vec![one; 10_000],
+                    },
+                )),
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("power reset")
+        .into_inner();
+    let took = started.elapsed();
+    assert_eq!(reply.task_ids.len(), 1);
+    let task = server
+        .client
+        .get_tasks_by_i_ds(pb::GetTasksByIDsRequest {
+            task_ids: reply.task_ids.clone(),
+        })
+        .await
+        .expect("task")
+        .into_inner()
+        .tasks
+        .remove(0);
+    assert_eq!(task.component_uuids.len(), 1, "{task:#?}");
+    eprintln!("10,000 repeated targets answered in {took:?}");
     server.stop().await;
 }

@@ -200,6 +200,10 @@ fn target_scope(scope: Option<&pb::OperationRunTargetScope>) -> Checked<TargetSc
 /// Converts a wire target spec. `Ok(None)` is a spec with no kind set or an
 /// empty list (rejected later by template validation, like the reference).
 pub fn target_spec(spec: &pb::OperationTargetSpec) -> Result<Option<TargetSpec>, String> {
+    Ok(target_spec_as_sent(spec)?.map(TargetSpec::without_repeats))
+}
+
+fn target_spec_as_sent(spec: &pb::OperationTargetSpec) -> Result<Option<TargetSpec>, String> {
     use pb::operation_target_spec::Targets;
     let types = |values: &[i32]| -> Result<Vec<ComponentType>, String> {
         values
