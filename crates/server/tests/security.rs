@@ -54,7 +54,7 @@ fn rpcs(services: &[&str]) -> Vec<String> {
 
 /// The role each RPC needs, written independently of the server's table:
 /// reads are `viewer`'s, rules / inventory writes / fault injection / node
-/// registration `admin`'s, everything else (tasks, runs, controls,
+/// registration / key rotation `admin`'s, everything else (tasks, runs, controls,
 /// schedules, power and firmware) `operator`'s.
 fn expected_role(path: &str) -> Role {
     let (service, method) = path[1..].split_once('/').expect("path");
@@ -72,6 +72,7 @@ fn expected_role(path: &str) -> Role {
         "DisassociateRuleFromRack",
         "CreateNodes",
         "DeleteNode",
+        "RotateSecrets",
     ];
     if service == "rackflow.sim.v1.SimAdmin" || ADMIN_RPCS.contains(&method) {
         Role::Admin
