@@ -244,6 +244,7 @@ impl AuthorizationSection {
         Ok(Policy {
             mode,
             identities: self.identities.clone(),
+            callers_identified: transport.has_identities(),
         })
     }
 }
@@ -253,6 +254,9 @@ impl AuthorizationSection {
 pub struct Policy {
     mode: Mode,
     identities: BTreeMap<String, Role>,
+    /// Callers present certificates (mTLS). Without, every call is
+    /// anonymous and an audit-mode "would refuse" says nothing new.
+    callers_identified: bool,
 }
 
 /// Why a call is (or under `audit` would be) refused.
@@ -313,6 +317,11 @@ impl Policy {
 
     pub fn identity_count(&self) -> usize {
         self.identities.len()
+    }
+
+    /// Whether callers carry identities (the service runs mTLS).
+    pub fn callers_identified(&self) -> bool {
+        self.callers_identified
     }
 
     /// The role an identity holds, if any.

@@ -107,6 +107,7 @@ where
         let caller = Caller::from_extensions(request.extensions());
         let decision = self.policy.decide(caller.identity.as_deref(), &path);
         let mode = self.policy.mode().as_str();
+        let identified = self.policy.callers_identified();
         let denials = self.denials.clone();
         Box::pin(async move {
             let response = match decision {
@@ -123,11 +124,20 @@ where
                 }
                 allowed => {
                     if let Decision::AuditRefused(refusal) = &allowed {
-                        tracing::warn!(
-                            service, rpc = %path, caller = caller.name(), peer = ?caller.peer,
-                            mode, would_be = %refusal.status(&path).message(),
-                            "authorization (audit): enforce would refuse this call; allowed"
-                        );
+                        // Without mTLS every call is anonymous: the one
+                        // warning at start says so; per call it is detail.
+                        if identified {
+                            tracing::warn!(
+                                service, rpc = %path, caller = caller.name(), peer = ?caller.peer,
+                                mode, would_be = %refusal.status(&path).message(),
+                                "authorization (audit): enforce would refuse this call; allowed"
+                            );
+                        } else {
+                            tracing::debug!(
+                                service, rpc = %path, peer = ?caller.peer, mode,
+                                "authorization (audit): anonymous call allowed"
+                            );
+                        }
                     }
                     request.extensions_mut().insert(caller.clone());
                     // A panic in the handler (or in building its future)
