@@ -328,20 +328,23 @@ impl RedfishNode {
 /// and `UpdateFile` (the image).
 async fn multipart_form(path: &Path, targets: &[String]) -> Result<Form, RedfishError> {
     let read_path = path.to_path_buf();
-    let bytes = tokio::task::spawn_blocking(move || std::fs::read(&read_path))
-        .await
-        .map_err(|e| RedfishError::ImageRead {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?
-        .map_err(|e| RedfishError::ImageRead {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "firmware.bin".to_string());
+    // The job's message names the image by its file name; the server's
+    // directory stays in the log.
+    let image_error = |message: String| {
+        tracing::warn!(path = %path.display(), %message, "firmware image unreadable");
+        RedfishError::ImageRead {
+            path: file_name.clone(),
+            message,
+        }
+    };
+    let bytes = tokio::task::spawn_blocking(move || std::fs::read(&read_path))
+        .await
+        .map_err(|e| image_error(e.to_string()))?
+        .map_err(|e| image_error(e.kind().to_string()))?;
     let parameters = json!({
         "Targets": targets,
         "@Redfish.OperationApplyTime": "Immediate",

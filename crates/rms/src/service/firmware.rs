@@ -133,17 +133,25 @@ fn resolve_one(
     } else {
         firmware_dir.join(requested)
     };
-    let path = joined
-        .canonicalize()
-        .map_err(|_| format!("firmware file not found: {}", joined.display()))?;
-    let dir = firmware_dir
-        .canonicalize()
-        .map_err(|_| format!("firmware file not found: {}", joined.display()))?;
+    // In-band messages name the file as the caller sent it: the server's
+    // own paths (its firmware directory, where a link leads) stay in its
+    // log.
+    let path = joined.canonicalize().map_err(|e| {
+        tracing::debug!(path = %joined.display(), error = %e, "firmware file not found");
+        format!("firmware file not found: {}", target.filename)
+    })?;
+    let dir = firmware_dir.canonicalize().map_err(|e| {
+        tracing::warn!(dir = %firmware_dir.display(), error = %e, "firmware directory unreadable");
+        format!("firmware file not found: {}", target.filename)
+    })?;
     if !path.starts_with(&dir) || !path.is_file() {
+        tracing::warn!(
+            requested = %target.filename, resolved = %path.display(), dir = %dir.display(),
+            "firmware file outside the firmware directory refused"
+        );
         return Err(format!(
-            "firmware file {} is outside firmware directory {}",
-            path.display(),
-            dir.display()
+            "firmware file {} is outside firmware directory",
+            target.filename
         ));
     }
     Ok(ResolvedTarget {
@@ -779,8 +787,11 @@ mod tests {
 
         let e = resolve_targets(&dir, &[fw("BMC", "nope.bin")], false).unwrap_err();
         assert_eq!(e.code, JobError::FileNotFound);
+        assert_eq!(e.message, "firmware file not found: nope.bin");
+        // The server's own paths never reach the caller.
+        let e = resolve_targets(&dir, &[fw("BMC", "../../etc/passwd")], false).unwrap_err();
         assert!(
-            e.message.starts_with("firmware file not found: "),
+            !e.message.contains(&*dir.to_string_lossy()) && !e.message.contains("/tmp"),
             "{}",
             e.message
         );
