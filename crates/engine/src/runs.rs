@@ -17,7 +17,7 @@ use rackflow_domain::target::ComponentFilter;
 use rackflow_store::{RackFilter, Store};
 use uuid::Uuid;
 
-use crate::error::EngineError;
+use crate::error::{EngineError, LookupKind};
 use crate::resolve::{self, LookupError};
 
 /// Page size used when the manager pages through the store itself.
@@ -248,9 +248,12 @@ impl RunManager {
         let mut rows = Vec::new();
         for run_id in run_ids {
             if self.store.run_get(*run_id).await?.is_none() {
-                return Err(LookupError::other(format!(
-                    "operation run not found: {run_id}"
-                )));
+                // The caller named it: NOT_FOUND (the reference answers
+                // INTERNAL; issue 14 asks for the caller's code).
+                return Err(LookupError {
+                    kind: LookupKind::NotFound,
+                    message: format!("operation run not found: {run_id}"),
+                });
             }
             let query = TargetQuery {
                 operation_run_id: *run_id,

@@ -13,6 +13,7 @@ pub mod convert;
 pub mod error;
 mod executor;
 mod flow;
+pub mod guard;
 mod rpc;
 mod sim_admin;
 
@@ -226,11 +227,14 @@ pub async fn serve_with_fleet(
     if let Some(tls) = edge.tls {
         builder = builder.tls_config(tls)?;
     }
+    let guard = guard::RequestGuard::new(&["v1.Flow", "v1.FlowExtensions"])
+        .map_err(|e| ServerError::Executor(format!("request guard: {e}")))?;
     let server = builder
         .layer(
             edge.layer
                 .with_denials(Arc::new(audit::Denials(engine.audit.clone()))),
         )
+        .layer(guard::GuardLayer(Arc::new(guard)))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(FlowServer::from_arc(flow.clone()))

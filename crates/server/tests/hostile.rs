@@ -1,12 +1,9 @@
-//! Hostile values a database refuses (issue 14, item 6): a text longer
-//! than its column (both stores), a NUL character and an index entry over
-//! the size limit (PostgreSQL). The caller gets INVALID_ARGUMENT without
-//! the database's own text (a correlation id instead), and nothing is
-//! written.
-//!
-//! Not yet here: the same limits checked before the store on both
-//! dialects (SQLite stores a NUL and a 20,000-character external id; the
-//! issue wants them refused identically) — the next step of item 6.
+//! Hostile values (issue 14, item 6), on both stores: a NUL character, a
+//! text longer than its limit, an external id that would overflow
+//! PostgreSQL's index, a run name over its column, 10,000 copies of one
+//! target. Refused identically before any store sees them —
+//! INVALID_ARGUMENT naming the field and the limit, never the database's
+//! text — and nothing is written.
 
 use rackflow_api::v1 as pb;
 use rackflow_testkit::both_stores;
@@ -14,14 +11,10 @@ use rackflow_testkit::{Backend, TestServer, rack, run_request};
 use tonic::Code;
 
 both_stores!(
+    hostile_values_are_refused_naming_the_field_and_write_nothing,
     a_run_name_longer_than_its_column_is_the_callers_error,
     a_target_repeated_ten_thousand_times_is_one_target
 );
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn values_postgres_refuses_are_the_callers_error_and_write_nothing() {
-    values_the_database_refuses_are_the_callers_error_and_write_nothing(Backend::Postgres).await;
-}
 
 fn assert_refused(status: &tonic::Status, what: &str) {
     assert!(
@@ -60,31 +53,45 @@ async fn rack_count(server: &mut TestServer) -> i32 {
         .total
 }
 
-async fn values_the_database_refuses_are_the_callers_error_and_write_nothing(backend: Backend) {
+async fn hostile_values_are_refused_naming_the_field_and_write_nothing(backend: Backend) {
     let Some(mut server) = TestServer::start(backend).await else {
         return;
     };
     let before = rack_count(&mut server).await;
-    let mut cases: Vec<(&str, pb::Rack)> = Vec::new();
+    let mut cases: Vec<(&str, pb::Rack, &str)> = Vec::new();
     let mut nul = rack(1, None, 1);
     nul.info.as_mut().expect("info").name = "rack\0one".into();
-    cases.push(("a NUL in a rack name", nul));
+    cases.push((
+        "a NUL in a rack name",
+        nul,
+        "rack.info.name: contains a NUL character",
+    ));
     let mut huge_key = rack(3, None, 1);
     // Random text: PostgreSQL compresses a repetitive one under the limit.
     huge_key.external_id = (0..700)
         .map(|_| uuid::Uuid::new_v4().simple().to_string())
         .collect();
-    cases.push(("a 22,400-character external id", huge_key));
+    cases.push((
+        "a 22,400-character external id",
+        huge_key,
+        "rack.external_id: 22400 characters; at most 1024",
+    ));
     let mut nul_component = rack(4, None, 1);
     nul_component.components[0].component_id = "c\0".into();
-    cases.push(("a NUL in a component id", nul_component));
-    for (what, rack) in cases {
+    cases.push((
+        "a NUL in a component id",
+        nul_component,
+        "rack.components[0].component_id: contains a NUL character",
+    ));
+    for (what, rack, message) in cases {
         let status = server
             .client
             .create_expected_rack(pb::CreateExpectedRackRequest { rack: Some(rack) })
             .await
             .expect_err(what);
         assert_refused(&status, what);
+        assert_eq!(status.code(), Code::InvalidArgument, "{what}");
+        assert_eq!(status.message(), message, "{what}");
     }
     assert_eq!(
         rack_count(&mut server).await,

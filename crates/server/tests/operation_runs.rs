@@ -824,7 +824,9 @@ async fn exclusions_and_component_filter_shape_the_scope(backend: Backend) {
             .iter()
             .all(|t| !a_racks.contains(&t.rack_external_id))
     );
-    // An unknown excluded run fails creation (Internal, with the ids listed).
+    // An unknown excluded run fails creation (the reference's message with
+    // the ids listed; NOT_FOUND, not the reference's INTERNAL: the caller
+    // named it — issue 14).
     let ghost = Uuid::new_v4();
     target_scope(&mut b).exclude_operation_run_ids = vec![uuid(ghost)];
     let err = s
@@ -832,7 +834,7 @@ async fn exclusions_and_component_filter_shape_the_scope(backend: Backend) {
         .create_operation_run(b)
         .await
         .expect_err("unknown excluded run");
-    assert_eq!(err.code(), Code::Internal);
+    assert_eq!(err.code(), Code::NotFound);
     assert_eq!(
         err.message(),
         format!(

@@ -325,3 +325,36 @@ async fn a_server_refuses_to_start_with_settings_that_cannot_work() {
         assert!(err.starts_with(key), "{what}: {err}");
     }
 }
+
+/// Authorization comes before the request guard: a caller may not learn
+/// what an RPC it may not call would say about its request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorization_answers_before_the_request_is_read() {
+    let pki = TestPki::new("order");
+    let Some(flow) = TestServer::start_with(Backend::Sqlite, mtls_flow_config(&pki)).await else {
+        return;
+    };
+    let channel = tls_channel(flow.addr, &pki.client(VIEWER))
+        .await
+        .expect("connect");
+    let mut client = rackflow_api::v1::flow_client::FlowClient::new(channel.clone());
+    let bad = rackflow_api::v1::CreateOperationRunRequest {
+        name: "bad\0name".into(),
+        ..Default::default()
+    };
+    let refused = client
+        .create_operation_run(bad.clone())
+        .await
+        .expect_err("a viewer may not create runs");
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    let operator = tls_channel(flow.addr, &pki.client(OPERATOR))
+        .await
+        .expect("connect");
+    let refused = rackflow_api::v1::flow_client::FlowClient::new(operator)
+        .create_operation_run(bad)
+        .await
+        .expect_err("a NUL in a name");
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+    assert_eq!(refused.message(), "name: contains a NUL character");
+    flow.stop().await;
+}
