@@ -77,13 +77,16 @@ fn operation_template(op: Option<&pb::OperationRunOperation>) -> Checked<Operati
         }
         _ => None,
     };
-    let target_spec =
-        match &fw.target_spec {
-            Some(spec) => Some(target_spec(spec).map_err(|e| {
-                super::Invalid(format!("invalid upgrade_firmware.target_spec: {e}"))
-            })?),
-            None => None,
-        };
+    let target_spec = match &fw.target_spec {
+        // The planner merges repeated racks anyway; naming each once
+        // keeps a list of copies from costing a lookup per copy.
+        Some(spec) => Some(
+            target_spec(spec)
+                .map_err(|e| super::Invalid(format!("invalid upgrade_firmware.target_spec: {e}")))?
+                .map(TargetSpec::without_repeats),
+        ),
+        None => None,
+    };
     // Full template validation, prefixed like the reference.
     let validate = |detail: String| super::Invalid(format!("validate operation: {detail}"));
     if let Some(spec) = &target_spec {
@@ -200,10 +203,6 @@ fn target_scope(scope: Option<&pb::OperationRunTargetScope>) -> Checked<TargetSc
 /// Converts a wire target spec. `Ok(None)` is a spec with no kind set or an
 /// empty list (rejected later by template validation, like the reference).
 pub fn target_spec(spec: &pb::OperationTargetSpec) -> Result<Option<TargetSpec>, String> {
-    Ok(target_spec_as_sent(spec)?.map(TargetSpec::without_repeats))
-}
-
-fn target_spec_as_sent(spec: &pb::OperationTargetSpec) -> Result<Option<TargetSpec>, String> {
     use pb::operation_target_spec::Targets;
     let types = |values: &[i32]| -> Result<Vec<ComponentType>, String> {
         values

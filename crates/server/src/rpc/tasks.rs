@@ -12,7 +12,14 @@ use rackflow_security::secrets::DataKeys;
 use super::{ApiResult, seal_authentication_data};
 use crate::convert::{self, pb_uuid, wire_count};
 
-async fn submit(tasks: &Arc<TaskManager>, req: SubmitRequest) -> ApiResult<pb::SubmitTaskResponse> {
+async fn submit(
+    tasks: &Arc<TaskManager>,
+    mut req: SubmitRequest,
+) -> ApiResult<pb::SubmitTaskResponse> {
+    // A task merges repeated targets (the reference's rule): name each
+    // once, so a list of copies costs one lookup. (Schedules, which share
+    // the conversion, refuse repeats instead.)
+    req.target = req.target.without_repeats();
     let ids = tasks.submit(req).await?;
     Ok(pb::SubmitTaskResponse {
         task_ids: ids.into_iter().map(pb_uuid).collect(),
