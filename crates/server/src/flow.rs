@@ -32,6 +32,8 @@ pub struct FlowService {
     /// Seals firmware credentials (no data key: credentials refused) and
     /// rotates them.
     pub(crate) secrets: rackflow_engine::secrets::SecretKeeper,
+    /// The request limits, for the messages of client streams.
+    pub(crate) guard: Arc<crate::guard::RequestGuard>,
     pub(crate) inventory: InventoryManager,
     pub(crate) rules: RuleManager,
     pub(crate) runs: RunManager,
@@ -526,6 +528,9 @@ impl FlowExtensions for FlowService {
         let outcome = async {
             while let Some(batch) = stream.message().await? {
                 batches += 1;
+                self.guard
+                    .check_streamed("/v1.FlowExtensions/ImportRacks", &batch)
+                    .map_err(|why| Status::invalid_argument(format!("batch {batches}: {why}")))?;
                 let offset = answer.racks.len();
                 rpc::inventory::import_racks_batch(&self.inventory, batch, offset, &mut answer)
                     .await

@@ -7,8 +7,8 @@
 //! limit.
 //!
 //! It reads the request with the compiled descriptors (prost-reflect), so a
-//! new field is covered without code; client-streaming calls (ImportRacks)
-//! validate their batches themselves.
+//! new field is covered without code; a client-streaming call's handler
+//! (ImportRacks) runs each message through [`RequestGuard::check_streamed`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -56,6 +56,9 @@ pub fn list_limit_for(message: &str, field: &str) -> usize {
 /// Input types of the guarded RPCs, by gRPC path.
 pub struct RequestGuard {
     inputs: HashMap<String, MessageDescriptor>,
+    /// Client-streaming RPCs: their handlers check each message
+    /// ([`RequestGuard::check_streamed`]).
+    streamed: HashMap<String, MessageDescriptor>,
 }
 
 impl RequestGuard {
@@ -64,17 +67,34 @@ impl RequestGuard {
     pub fn new(services: &[&str]) -> Result<RequestGuard, prost_reflect::DescriptorError> {
         let pool = DescriptorPool::decode(rackflow_api::FILE_DESCRIPTOR_SET)?;
         let mut inputs = HashMap::new();
+        let mut streamed = HashMap::new();
         for name in services {
             let Some(service) = pool.get_service_by_name(name) else {
                 continue;
             };
             for method in service.methods() {
-                if !method.is_client_streaming() {
-                    inputs.insert(format!("/{}/{}", name, method.name()), method.input());
+                let path = format!("/{}/{}", name, method.name());
+                if method.is_client_streaming() {
+                    streamed.insert(path, method.input());
+                } else {
+                    inputs.insert(path, method.input());
                 }
             }
         }
-        Ok(RequestGuard { inputs })
+        Ok(RequestGuard { inputs, streamed })
+    }
+
+    /// Checks one message of a client stream of `path` (its handler calls
+    /// this per message), by the same limits.
+    pub fn check_streamed(&self, path: &str, message: &impl prost::Message) -> Result<(), String> {
+        let Some(input) = self.streamed.get(path) else {
+            return Ok(());
+        };
+        let Ok(decoded) = DynamicMessage::decode(input.clone(), message.encode_to_vec().as_slice())
+        else {
+            return Ok(());
+        };
+        check_message(&decoded, "")
     }
 
     /// Checks one encoded request message of `path`; `Err` is the text of

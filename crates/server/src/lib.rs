@@ -193,7 +193,12 @@ pub async fn serve_with_fleet(
     // Open watch streams end as soon as shutdown starts (else they would
     // hold the graceful stop up until the grace period runs out).
     let watches = rpc::watch::Watches::new(shutdown.child_token());
+    let guard = Arc::new(
+        guard::RequestGuard::new(&["v1.Flow", "v1.FlowExtensions"])
+            .map_err(|e| ServerError::Executor(format!("request guard: {e}")))?,
+    );
     let flow = Arc::new(flow::FlowService {
+        guard: guard.clone(),
         audit,
         secrets: rackflow_engine::secrets::SecretKeeper::new(store.clone(), keys),
         inventory: InventoryManager::new(store.clone()),
@@ -227,14 +232,12 @@ pub async fn serve_with_fleet(
     if let Some(tls) = edge.tls {
         builder = builder.tls_config(tls)?;
     }
-    let guard = guard::RequestGuard::new(&["v1.Flow", "v1.FlowExtensions"])
-        .map_err(|e| ServerError::Executor(format!("request guard: {e}")))?;
     let server = builder
         .layer(
             edge.layer
                 .with_denials(Arc::new(audit::Denials(engine.audit.clone()))),
         )
-        .layer(guard::GuardLayer(Arc::new(guard)))
+        .layer(guard::GuardLayer(guard))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(FlowServer::from_arc(flow.clone()))

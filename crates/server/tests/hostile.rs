@@ -98,6 +98,26 @@ async fn hostile_values_are_refused_naming_the_field_and_write_nothing(backend: 
         before,
         "a refused rack wrote nothing"
     );
+    // The same limits for the messages of the ImportRacks stream.
+    let mut nul_import = rack(5, None, 1);
+    nul_import.info.as_mut().expect("info").name = "bad\0".into();
+    let status = server
+        .extensions()
+        .import_racks(tokio_stream::iter(vec![pb::ImportRacksRequest {
+            racks: vec![nul_import],
+        }]))
+        .await
+        .expect_err("a NUL in an imported rack");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(
+        status.message(),
+        "batch 1: racks[0].info.name: contains a NUL character"
+    );
+    assert_eq!(
+        rack_count(&mut server).await,
+        before,
+        "a refused import wrote nothing"
+    );
     server.stop().await;
 }
 
