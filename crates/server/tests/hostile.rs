@@ -13,7 +13,8 @@ use tonic::Code;
 both_stores!(
     hostile_values_are_refused_naming_the_field_and_write_nothing,
     a_run_name_longer_than_its_column_is_the_callers_error,
-    a_target_repeated_ten_thousand_times_is_one_target
+    a_target_repeated_ten_thousand_times_is_one_target,
+    a_page_of_large_items_is_cut_to_fit_one_reply
 );
 
 fn assert_refused(status: &tonic::Status, what: &str) {
@@ -187,5 +188,64 @@ async fn a_target_repeated_ten_thousand_times_is_one_target(backend: Backend) {
         .remove(0);
     assert_eq!(task.component_uuids.len(), 1, "{task:#?}");
     eprintln!("10,000 repeated targets answered in {took:?}");
+    server.stop().await;
+}
+
+/// Large racks listed with their components: the page is cut to what one
+/// reply may carry (tonic's 4 MiB), `total` stays the whole count, and the
+/// client pages on by offset — no reply the client cannot decode.
+async fn a_page_of_large_items_is_cut_to_fit_one_reply(backend: Backend) {
+    let Some(mut server) = TestServer::start(backend).await else {
+        return;
+    };
+    for n in 1..=3u32 {
+        let mut big = rack(n, None, 0);
+        big.components = (0..900)
+            .map(|i| pb::Component {
+                r#type: pb::ComponentType::Compute as i32,
+                info: Some(pb::DeviceInfo {
+                    name: format!("{i:04}-{}", "n".repeat(900)),
+                    serial_number: format!("{n}-{i}-{}", "s".repeat(900)),
+                    ..Default::default()
+                }),
+                component_id: format!("r{n}-c{i}"),
+                firmware_version: "1.0.0".into(),
+                ..Default::default()
+            })
+            .collect();
+        server
+            .client
+            .create_expected_rack(pb::CreateExpectedRackRequest { rack: Some(big) })
+            .await
+            .expect("a 1.6 MB rack");
+    }
+    let mut seen = 0;
+    loop {
+        let page = server
+            .client
+            .get_list_of_racks(pb::GetListOfRacksRequest {
+                with_components: true,
+                pagination: Some(pb::Pagination {
+                    offset: seen,
+                    limit: 100,
+                }),
+                ..Default::default()
+            })
+            .await
+            .expect("a page that fits one reply")
+            .into_inner();
+        assert_eq!(page.total, 3);
+        assert!(
+            !page.racks.is_empty() && page.racks.len() < 3,
+            "{}",
+            page.racks.len()
+        );
+        assert!(page.racks.iter().all(|r| r.components.len() == 900));
+        seen += page.racks.len() as i32;
+        if seen >= page.total {
+            break;
+        }
+    }
+    assert_eq!(seen, 3);
     server.stop().await;
 }

@@ -91,10 +91,12 @@ pub(crate) async fn get_list_of_racks(
     let page = convert::page(req.pagination.as_ref())?;
     let (racks, total) = inventory.racks(&filter, page, req.with_components).await?;
     Ok(pb::GetListOfRacksResponse {
-        racks: racks
-            .iter()
-            .map(|r| convert::pb_rack(&r.rack, &r.components))
-            .collect(),
+        racks: super::fit_reply(
+            racks
+                .iter()
+                .map(|r| convert::pb_rack(&r.rack, &r.components))
+                .collect(),
+        ),
         total: wire_count(total),
     })
 }
@@ -116,10 +118,12 @@ pub(crate) async fn get_components(
     let page = convert::page(req.pagination.as_ref())?;
     let (components, total) = inventory.components(query, page).await?;
     Ok(pb::GetComponentsResponse {
-        components: components
-            .iter()
-            .map(|c| convert::pb_component(c, None))
-            .collect(),
+        components: super::fit_reply(
+            components
+                .iter()
+                .map(|c| convert::pb_component(c, None))
+                .collect(),
+        ),
         total: wire_count(total),
     })
 }

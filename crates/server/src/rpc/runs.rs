@@ -109,7 +109,7 @@ pub(crate) async fn list(
     let page = convert::page(req.pagination.as_ref())?;
     let (found, total) = runs.list(&filter, page).await?;
     Ok(pb::ListOperationRunsResponse {
-        operation_runs: found.iter().map(convert::run_summary).collect(),
+        operation_runs: super::fit_reply(found.iter().map(convert::run_summary).collect()),
         total: wire_count(total),
     })
 }
@@ -124,11 +124,13 @@ pub(crate) async fn list_targets(
     let page = convert::page(req.pagination.as_ref())?;
     let result = runs.list_targets(id, status, scope, page).await?;
     Ok(pb::ListOperationRunTargetsResponse {
-        targets: result
-            .targets
-            .iter()
-            .map(|(t, ext)| convert::run_target(t, ext))
-            .collect(),
+        targets: super::fit_reply(
+            result
+                .targets
+                .iter()
+                .map(|(t, ext)| convert::run_target(t, ext))
+                .collect(),
+        ),
         total: wire_count(result.total),
     })
 }

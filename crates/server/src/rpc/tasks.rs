@@ -68,10 +68,12 @@ pub(crate) async fn list_tasks(
     let page = convert::page(req.pagination.as_ref())?;
     let (tasks, total) = inventory.tasks(&query, page).await?;
     Ok(pb::ListTasksResponse {
-        tasks: tasks
-            .iter()
-            .map(|t| convert::pb_task(t, req.with_report))
-            .collect(),
+        tasks: super::fit_reply(
+            tasks
+                .iter()
+                .map(|t| convert::pb_task(t, req.with_report))
+                .collect(),
+        ),
         total: wire_count(total),
     })
 }
