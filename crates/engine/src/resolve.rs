@@ -36,14 +36,20 @@ impl LookupError {
 }
 
 impl From<rackflow_store::StoreError> for LookupError {
+    /// The database's own text goes to the log under a correlation id; the
+    /// caller's answer (this message) names the id only.
     fn from(e: rackflow_store::StoreError) -> Self {
+        let correlation = Uuid::new_v4();
+        tracing::error!(error = %e, %correlation, "inventory lookup failed in the database");
         LookupError {
             kind: if e.is_unavailable() {
                 LookupKind::Unavailable
             } else {
                 LookupKind::Other
             },
-            message: e.to_string(),
+            message: format!(
+                "the database failed (correlation id {correlation}); the server log has the detail"
+            ),
         }
     }
 }

@@ -53,7 +53,7 @@ pub(crate) async fn list(
     let (operation_type, is_default, page) = convert::rule_list_query(&req)?;
     let (found, total) = rules.list(operation_type, is_default, page).await?;
     Ok(pb::ListOperationRulesResponse {
-        rules: found.iter().map(convert::pb_rule).collect(),
+        rules: super::fit_reply(found.iter().map(convert::pb_rule).collect()),
         total_count: wire_count(total),
     })
 }

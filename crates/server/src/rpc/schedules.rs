@@ -42,7 +42,7 @@ pub(crate) async fn list(
     let (filter, page) = conv::schedule_list_query(&req)?;
     let (found, total) = schedules.list(&filter, page).await?;
     Ok(pb::ListTaskSchedulesResponse {
-        task_schedules: found.iter().map(conv::pb_schedule).collect(),
+        task_schedules: super::fit_reply(found.iter().map(conv::pb_schedule).collect()),
         total: wire_count(total),
     })
 }
