@@ -408,7 +408,17 @@ fn print_preview(view: &PreviewView) {
     crate::outln!("Preview of run {:?} (nothing was created)", view.name);
     let mut fields = Fields::new();
     fields.add("Candidates", format!("{} racks", view.candidate_count));
-    fields.add("Selected", format!("{} racks", view.targets.len()));
+    let planned: i64 = view.phase_sizes.iter().map(|&n| i64::from(n)).sum();
+    let shown = i64::try_from(view.targets.len()).unwrap_or(i64::MAX);
+    if planned > shown {
+        // The server cut the target list to one reply's size.
+        fields.add(
+            "Selected",
+            format!("{planned} racks (the first {shown} listed below)"),
+        );
+    } else {
+        fields.add("Selected", format!("{} racks", view.targets.len()));
+    }
     config_fields(&mut fields, &view.configuration);
     fields.add(
         "Phases",

@@ -298,17 +298,39 @@ async fn fetch(
     flow: &mut Flow,
     ids: &[uuid::Uuid],
 ) -> anyhow::Result<(Vec<v1::Task>, Vec<uuid::Uuid>)> {
-    let tasks = flow
-        .get_tasks_by_i_ds(v1::GetTasksByIDsRequest {
-            task_ids: ids
-                .iter()
-                .map(|id| v1::Uuid { id: id.to_string() })
-                .collect(),
-        })
-        .await
-        .context("get tasks")?
-        .into_inner()
-        .tasks;
+    // The server cuts a reply to its size limit: ask again for the ids not
+    // yet returned until a reply brings none of them.
+    let mut tasks: Vec<v1::Task> = Vec::new();
+    let mut pending: Vec<uuid::Uuid> = ids.to_vec();
+    while !pending.is_empty() {
+        let page = flow
+            .get_tasks_by_i_ds(v1::GetTasksByIDsRequest {
+                task_ids: pending
+                    .iter()
+                    .map(|id| v1::Uuid { id: id.to_string() })
+                    .collect(),
+            })
+            .await
+            .context("get tasks")?
+            .into_inner()
+            .tasks;
+        if page.is_empty() {
+            break;
+        }
+        let got: Vec<uuid::Uuid> = page
+            .iter()
+            .filter_map(|t| {
+                t.id.as_ref()
+                    .and_then(|u| uuid::Uuid::parse_str(&u.id).ok())
+            })
+            .collect();
+        let before = pending.len();
+        pending.retain(|id| !got.contains(id));
+        tasks.extend(page);
+        if pending.len() == before {
+            break;
+        }
+    }
     let missing = ids
         .iter()
         .filter(|id| {

@@ -69,7 +69,7 @@ pub(crate) async fn preview(
         .plan
         .targets
         .iter()
-        .map(|t| {
+        .map(|t| -> pb::PlannedOperationRunTarget {
             let rack = preview.racks.get(&t.rack_id);
             pb::PlannedOperationRunTarget {
                 rack_id: Some(pb_uuid(t.rack_id)),
@@ -83,7 +83,9 @@ pub(crate) async fn preview(
         .collect();
     Ok(pb::PreviewOperationRunResponse {
         configuration: Some(convert::configuration(&run.configuration)),
-        targets,
+        // Cut to one reply's size (a 10,000-rack plan with its components
+        // is ~14 MB); `phase_sizes` keeps the whole plan's counts.
+        targets: super::fit_reply(targets),
         total_phases: preview.plan.total_phases(),
         phase_sizes: convert::phase_sizes(&preview.plan.phase_sizes),
         candidate_count: wire_count(preview.plan.candidate_count),

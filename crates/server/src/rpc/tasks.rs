@@ -84,8 +84,10 @@ pub(crate) async fn get_tasks_by_ids(
 ) -> ApiResult<pb::GetTasksByIDsResponse> {
     let ids = convert::task_ids(&req)?;
     let tasks = inventory.tasks_by_ids(&ids).await?;
+    // Cut to one reply's size: a client asks again for the ids it did not
+    // get (an id missing from a reply that was not cut is not found).
     Ok(pb::GetTasksByIDsResponse {
-        tasks: tasks.iter().map(|t| convert::pb_task(t, true)).collect(),
+        tasks: super::fit_reply(tasks.iter().map(|t| convert::pb_task(t, true)).collect()),
     })
 }
 
