@@ -155,6 +155,28 @@ fn whole_rack() -> pb::OperationTargetSpec {
     }
 }
 
+/// PowerOnRack of the fixture rack through Flow: the task completes and
+/// every node of the rack manager is on.
+async fn power_on_the_rack(flow: &mut TestServer, rms: &TestRms) {
+    let reply = flow
+        .client
+        .power_on_rack(pb::PowerOnRackRequest {
+            target_spec: Some(whole_rack()),
+            ..Default::default()
+        })
+        .await
+        .expect("PowerOnRack")
+        .into_inner();
+    wait_completed(flow, task_id(reply)).await;
+    for (node, _) in NODES {
+        assert_eq!(
+            rms.sim().node_power(RACK, node),
+            Some(PowerState::On),
+            "{node}"
+        );
+    }
+}
+
 fn task_id(reply: pb::SubmitTaskResponse) -> Uuid {
     assert_eq!(reply.task_ids.len(), 1, "one task for one rack");
     Uuid::parse_str(&reply.task_ids[0].id).expect("task id")
@@ -216,23 +238,7 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
     );
 
     // Power on: every node is on afterwards.
-    let reply = flow
-        .client
-        .power_on_rack(pb::PowerOnRackRequest {
-            target_spec: Some(whole_rack()),
-            ..Default::default()
-        })
-        .await
-        .expect("PowerOnRack")
-        .into_inner();
-    wait_completed(&mut flow, task_id(reply)).await;
-    for (node, _) in NODES {
-        assert_eq!(
-            rms.sim().node_power(RACK, node),
-            Some(PowerState::On),
-            "{node}"
-        );
-    }
+    power_on_the_rack(&mut flow, &rms).await;
     assert!(
         rms.sim()
             .calls()
@@ -263,23 +269,7 @@ async fn flow_drives_the_rack_manager_over_mtls(backend: Backend) {
         return;
     };
     fixture_fleet(&mut flow.client, 1).await;
-    let reply = flow
-        .client
-        .power_on_rack(pb::PowerOnRackRequest {
-            target_spec: Some(whole_rack()),
-            ..Default::default()
-        })
-        .await
-        .expect("PowerOnRack")
-        .into_inner();
-    wait_completed(&mut flow, task_id(reply)).await;
-    for (node, _) in NODES {
-        assert_eq!(
-            rms.sim().node_power(RACK, node),
-            Some(PowerState::On),
-            "{node}"
-        );
-    }
+    power_on_the_rack(&mut flow, &rms).await;
     // Flow's certificate is an operator's: registering nodes is refused.
     let mut as_flow = rmpb::rack_manager_client::RackManagerClient::new(
         tls_channel(rms.addr, &pki.client(FLOW))
