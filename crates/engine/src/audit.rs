@@ -23,6 +23,9 @@ pub struct AuditConfig {
     pub retention: Option<Duration>,
     /// Interval of the pruner.
     pub prune_interval: Duration,
+    /// Longest an API call's answer waits for its audit event to be
+    /// written (the call has happened; a failure is logged).
+    pub write_timeout: Duration,
 }
 
 impl Default for AuditConfig {
@@ -30,6 +33,7 @@ impl Default for AuditConfig {
         AuditConfig {
             retention: Some(Duration::from_secs(90 * 24 * 3600)),
             prune_interval: Duration::from_secs(3600),
+            write_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -54,13 +58,22 @@ impl AuditTrail {
     /// outcome and not returned: the call it describes has already
     /// happened, and its caller gets that call's own outcome.
     pub async fn record(&self, event: AuditEvent) {
-        if let Err(e) = self.store.audit_append(std::slice::from_ref(&event)).await {
-            tracing::error!(
-                actor = %event.actor, action = %event.action, code = %event.code,
-                run_id = ?event.run_id, error = %e,
-                "audit event not recorded"
-            );
-        }
+        let append = self.store.audit_append(std::slice::from_ref(&event));
+        let error = match tokio::time::timeout(self.config.write_timeout, append).await {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            // A database that is away must not hold the caller's answer for
+            // the pool's whole acquire timeout a second time.
+            Err(_) => format!(
+                "no answer from the database within {:?}",
+                self.config.write_timeout
+            ),
+        };
+        tracing::error!(
+            actor = %event.actor, action = %event.action, code = %event.code,
+            run_id = ?event.run_id, error = %error,
+            "audit event not recorded"
+        );
     }
 
     /// Up to `limit` (capped at [`MAX_AUDIT_PAGE`]) events matching
