@@ -13,6 +13,18 @@ use crate::run::{OperationRun, RunReason, RunStatus};
 /// The actor of what the service did by itself (the dispatcher).
 pub const SYSTEM_ACTOR: &str = "rackflow";
 
+/// The run controls an operator sends, by their full RPC names (the trail's
+/// `action`).
+pub const PAUSE_RUN: &str = "v1.Flow/PauseOperationRun";
+pub const RESUME_RUN: &str = "v1.Flow/ResumeOperationRun";
+pub const ADVANCE_RUN: &str = "v1.Flow/AdvanceOperationRunPhase";
+pub const CANCEL_RUN: &str = "v1.Flow/CancelOperationRun";
+pub const CONTROL_RPCS: [&str; 4] = [PAUSE_RUN, RESUME_RUN, ADVANCE_RUN, CANCEL_RUN];
+
+/// Prefix of the actions the service takes on a run by itself
+/// (`run/gate_tripped`, …).
+pub const SYSTEM_RUN_ACTION_PREFIX: &str = "run/";
+
 /// Longest summary kept; a longer one is cut at a character boundary and
 /// marked.
 pub const MAX_SUMMARY_LEN: usize = 4096;
@@ -60,15 +72,8 @@ impl AuditEvent {
     /// Whether the event records a run control (by an operator or the
     /// system) rather than another call.
     pub fn is_control(&self) -> bool {
-        self.action.starts_with("run/")
-            || [
-                "PauseOperationRun",
-                "ResumeOperationRun",
-                "AdvanceOperationRunPhase",
-                "CancelOperationRun",
-            ]
-            .iter()
-            .any(|rpc| self.action.ends_with(rpc))
+        self.action.starts_with(SYSTEM_RUN_ACTION_PREFIX)
+            || CONTROL_RPCS.contains(&self.action.as_str())
     }
 }
 

@@ -19,6 +19,7 @@ use tonic::{Request, Response, Status};
 use crate::audit::{self, AuditedReply, AuditedRequest};
 use crate::rpc::watch::{RunStream, Watches};
 use crate::rpc::{self, ApiResult};
+use rackflow_domain::audit as audit_actions;
 
 type Reply<T> = Result<Response<T>, Status>;
 
@@ -183,8 +184,8 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::PauseOperationRunRequest>,
     ) -> Reply<pb::OperationRun> {
-        self.audited("v1.Flow/PauseOperationRun", req, |q, actor| async move {
-            rpc::runs::pause(&self.dispatcher, q, &actor, "v1.Flow/PauseOperationRun").await
+        self.audited(audit_actions::PAUSE_RUN, req, |q, actor| async move {
+            rpc::runs::pause(&self.dispatcher, q, &actor, audit_actions::PAUSE_RUN).await
         })
         .await
     }
@@ -193,8 +194,8 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::ResumeOperationRunRequest>,
     ) -> Reply<pb::OperationRun> {
-        self.audited("v1.Flow/ResumeOperationRun", req, |q, actor| async move {
-            rpc::runs::resume(&self.dispatcher, q, &actor, "v1.Flow/ResumeOperationRun").await
+        self.audited(audit_actions::RESUME_RUN, req, |q, actor| async move {
+            rpc::runs::resume(&self.dispatcher, q, &actor, audit_actions::RESUME_RUN).await
         })
         .await
     }
@@ -203,19 +204,9 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::AdvanceOperationRunPhaseRequest>,
     ) -> Reply<pb::OperationRun> {
-        self.audited(
-            "v1.Flow/AdvanceOperationRunPhase",
-            req,
-            |q, actor| async move {
-                rpc::runs::advance(
-                    &self.dispatcher,
-                    q,
-                    &actor,
-                    "v1.Flow/AdvanceOperationRunPhase",
-                )
-                .await
-            },
-        )
+        self.audited(audit_actions::ADVANCE_RUN, req, |q, actor| async move {
+            rpc::runs::advance(&self.dispatcher, q, &actor, audit_actions::ADVANCE_RUN).await
+        })
         .await
     }
 
@@ -223,8 +214,8 @@ impl Flow for FlowService {
         &self,
         req: Request<pb::CancelOperationRunRequest>,
     ) -> Reply<pb::OperationRun> {
-        self.audited("v1.Flow/CancelOperationRun", req, |q, actor| async move {
-            rpc::runs::cancel(&self.dispatcher, q, &actor, "v1.Flow/CancelOperationRun").await
+        self.audited(audit_actions::CANCEL_RUN, req, |q, actor| async move {
+            rpc::runs::cancel(&self.dispatcher, q, &actor, audit_actions::CANCEL_RUN).await
         })
         .await
     }

@@ -3,7 +3,7 @@
 //! pruned by age.
 
 use chrono::{DateTime, Utc};
-use rackflow_domain::audit::AuditEvent;
+use rackflow_domain::audit::{AuditEvent, CONTROL_RPCS, SYSTEM_RUN_ACTION_PREFIX};
 
 use crate::backend::{Backend, Txn};
 use crate::sql::{Conditions, RowReader, Sql, non_empty};
@@ -74,12 +74,10 @@ pub(crate) async fn audit_list<B: Backend>(
         ));
     }
     if filter.controls_only {
-        cond.add(
-            "(action LIKE 'run/%' OR action IN ('v1.Flow/PauseOperationRun', \
-             'v1.Flow/ResumeOperationRun', 'v1.Flow/AdvanceOperationRunPhase', \
-             'v1.Flow/CancelOperationRun'))"
-                .to_string(),
-        );
+        // The domain's definition of a control (AuditEvent::is_control).
+        let prefix = cond.sql.bind(format!("{SYSTEM_RUN_ACTION_PREFIX}%"));
+        let rpcs = cond.sql.bind_list(CONTROL_RPCS);
+        cond.add(format!("(action LIKE {prefix} OR action IN {rpcs})"));
     }
     let order = if filter.newest_first { "DESC" } else { "ASC" };
     let limit = cond.sql.bind(limit.max(1));
