@@ -58,6 +58,10 @@ pub enum ServerError {
     /// `[tls]` / `[authorization]` that cannot be served.
     #[error(transparent)]
     Security(#[from] rackflow_security::SecurityError),
+    /// The compiled descriptors the request guard reads do not load (a
+    /// build defect, never input).
+    #[error("request guard: {0}")]
+    Guard(#[from] prost_reflect::DescriptorError),
 }
 
 /// Which database the configuration points at.
@@ -116,6 +120,9 @@ pub async fn serve_with_fleet(
         &config.tls,
         &config.authorization,
     )?;
+    // Everything that can refuse the start comes before any loop starts.
+    let guard = Arc::new(guard::RequestGuard::new(&["v1.Flow", "v1.FlowExtensions"])?);
+    let keys = config.secrets.keys()?.map(Arc::new);
     let registry = Arc::new(match config.provider {
         config::Provider::Sim => fleet.registry(),
         config::Provider::Rms => {
@@ -126,8 +133,7 @@ pub async fn serve_with_fleet(
         }
     });
     // Firmware credentials: sealed with the active data key, opened with
-    // any configured one (a bad key file stops the start).
-    let keys = config.secrets.keys()?.map(Arc::new);
+    // any configured one (a bad key file stopped the start above).
     match &keys {
         Some(keys) => tracing::info!(
             key = keys.active_id(),
@@ -193,10 +199,6 @@ pub async fn serve_with_fleet(
     // Open watch streams end as soon as shutdown starts (else they would
     // hold the graceful stop up until the grace period runs out).
     let watches = rpc::watch::Watches::new(shutdown.child_token());
-    let guard = Arc::new(
-        guard::RequestGuard::new(&["v1.Flow", "v1.FlowExtensions"])
-            .map_err(|e| ServerError::Executor(format!("request guard: {e}")))?,
-    );
     let flow = Arc::new(flow::FlowService {
         guard: guard.clone(),
         audit,
