@@ -54,7 +54,7 @@ fn credentials_stay_sealed_in_logs_database_and_answers_and_rotate() {
     let log = temp_path("secrets-serve.log");
     let server = ServeChild::start(
         addr,
-        &db,
+        Some(&db),
         &config(dir.path(), &key_a, None),
         DEBUG_LOG,
         &log,
@@ -104,7 +104,7 @@ fn credentials_stay_sealed_in_logs_database_and_answers_and_rotate() {
     server.kill();
     let server = ServeChild::start(
         addr,
-        &db,
+        Some(&db),
         &config(dir.path(), &key_b, Some(&key_a)),
         DEBUG_LOG,
         &log,
@@ -118,7 +118,7 @@ fn credentials_stay_sealed_in_logs_database_and_answers_and_rotate() {
     server.kill();
     let server = ServeChild::start(
         addr,
-        &db,
+        Some(&db),
         &config(dir.path(), &key_b, None),
         DEBUG_LOG,
         &log,

@@ -35,7 +35,7 @@ impl Serve {
         let file = temp_path("tls.toml");
         std::fs::write(&file, config).expect("write config");
         let log = temp_path("tls-serve.log");
-        let child = ServeChild::start(addr, &temp_path("tls.db"), &file, "info", &log);
+        let child = ServeChild::start(addr, Some(&temp_path("tls.db")), &file, "info", &log);
         Serve { _child: child, log }
     }
 

@@ -116,7 +116,7 @@ pub struct ServeProcess {
     pub log: PathBuf,
     /// The configuration file was written here (and is removed on drop).
     owns_config: bool,
-    child: Option<Child>,
+    child: Option<ServeChild>,
 }
 
 impl ServeProcess {
@@ -156,7 +156,7 @@ impl ServeProcess {
 
     /// The process id (0 once killed).
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, Child::id)
+        self.child.as_ref().map_or(0, ServeChild::id)
     }
 
     /// Whether the process is running (not killed).
@@ -165,37 +165,20 @@ impl ServeProcess {
     }
 
     fn spawn(&mut self) {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rackflow"));
-        cmd.args(["serve", "--listen", &self.addr.to_string()]);
-        if let Some(db) = &self.db {
-            cmd.arg("--db").arg(db);
-        }
-        let mut child = cmd
-            .arg("--config")
-            .arg(&self.config)
-            .env_remove("RACKFLOW_SERVER")
-            .env_remove("DATABASE_URL")
-            .env_remove("RACKFLOW_LISTEN")
-            .env_remove("RACKFLOW_DB")
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn rackflow serve");
-        // Follow its log (kept in `self.log`) until it says it listens; an
-        // exit before that ends the log and fails here with it.
-        let stderr = child.stderr.take().expect("piped stderr");
-        self.child = Some(child);
-        Lines::follow_into(stderr, &self.log).wait_for(SERVE_LISTENING, Duration::from_secs(20));
+        self.child = Some(ServeChild::start(
+            self.addr,
+            self.db.as_deref(),
+            &self.config,
+            "info",
+            &self.log,
+        ));
         rackflow_within(Duration::from_secs(10), Some(self.addr), &["version"]).ok();
     }
 
     /// SIGKILL (no shutdown at all), and wait for the process to be gone.
     pub fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().expect("kill -9 rackflow serve");
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            child.kill();
         }
     }
 
@@ -225,10 +208,11 @@ impl Drop for ServeProcess {
     }
 }
 
-/// `rackflow serve --listen ADDR --db DB --config CONFIG` as a child
-/// process that may serve TLS (so, unlike [`ServeProcess`], it does not
-/// probe with a plaintext `rackflow version`): started once its log says it
-/// listens; its log (at `rust_log`) is appended to `log`; killed on drop.
+/// `rackflow serve --listen ADDR [--db DB] --config CONFIG` as a child
+/// process, started once its log says it listens (an exit before that
+/// fails the wait with the log). It may serve TLS: it does not probe with a
+/// plaintext call (see [`ServeProcess`] for that). Its log (at `rust_log`)
+/// is appended to `log`; killed on drop, also when the start fails.
 pub struct ServeChild {
     child: Child,
 }
@@ -236,15 +220,17 @@ pub struct ServeChild {
 impl ServeChild {
     pub fn start(
         addr: SocketAddr,
-        db: &Path,
+        db: Option<&Path>,
         config: &Path,
         rust_log: &str,
         log: &Path,
     ) -> ServeChild {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
-            .args(["serve", "--listen", &addr.to_string()])
-            .arg("--db")
-            .arg(db)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rackflow"));
+        cmd.args(["serve", "--listen", &addr.to_string()]);
+        if let Some(db) = db {
+            cmd.arg("--db").arg(db);
+        }
+        let mut child = cmd
             .arg("--config")
             .arg(config)
             .env_remove("RACKFLOW_SERVER")
@@ -258,24 +244,29 @@ impl ServeChild {
             .spawn()
             .expect("spawn rackflow serve");
         let stderr = child.stderr.take().expect("piped stderr");
+        // Owned before the wait: a start that fails still kills the process.
+        let served = ServeChild { child };
         Lines::follow_into(stderr, log).wait_for(SERVE_LISTENING, Duration::from_secs(20));
-        ServeChild { child }
+        served
+    }
+
+    /// The process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
     }
 
     /// SIGKILL, and wait for the process to be gone.
     pub fn kill(mut self) {
-        self.kill_now();
-    }
-
-    fn kill_now(&mut self) {
-        let _ = self.child.kill();
+        self.child.kill().expect("kill -9 rackflow serve");
         let _ = self.child.wait();
     }
 }
 
 impl Drop for ServeChild {
     fn drop(&mut self) {
-        self.kill_now();
+        // Already gone after `kill`: the error is expected and ignored.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
