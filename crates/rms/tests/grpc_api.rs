@@ -467,6 +467,118 @@ async fn update_firmware_in_band_failures() {
 }
 
 #[tokio::test]
+async fn a_hanging_firmware_poll_fails_as_other_naming_the_task() {
+    let rms = TestRms::start_with(|c| {
+        c.workflows.firmware_task_timeout_seconds = std::num::NonZeroU64::new(1).unwrap();
+    })
+    .await;
+    rms.register(RACK, &["n1"], COMPUTE).await;
+    rms.sim().set_faults(vec![fault(
+        "n1",
+        SimOperation::Firmware,
+        SimFaultEffect::Hang,
+    )]);
+    let mut client = rms.client.clone();
+    let started = client
+        .update_firmware(update("n1", vec![fw("BIOS", "bios-3.1.fwpkg")]))
+        .await
+        .unwrap()
+        .into_inner();
+    let done = rms.wait_terminal(&started.job_id).await;
+    assert_eq!(done.execution_state, pb::JobExecutionState::Failed as i32);
+    assert_eq!(done.error_code, pb::JobError::Other as i32, "{done:?}");
+    let message = &done.error_message;
+    assert!(
+        message.starts_with("Poll failed for target BIOS: polling firmware task sim-task-")
+            && message.ends_with(" exceeded timeout of 1s"),
+        "{message}"
+    );
+    let result: serde_json::Value = serde_json::from_str(&done.result_json).unwrap();
+    assert_eq!(result["phase"], "poll");
+    assert_eq!(result["error_code"], "Other");
+    rms.stop().await;
+}
+
+#[tokio::test]
+async fn create_nodes_updates_an_idle_node_and_refuses_a_busy_one() {
+    let rms = TestRms::start().await;
+    rms.register(RACK, &["n1", "n2"], COMPUTE).await;
+    let mut client = rms.client.clone();
+    let create = |nodes: Vec<pb::NodeInfo>| pb::CreateNodesRequest {
+        nodes: Some(pb::NodeSet { nodes }),
+    };
+    let moved = |node: &str| {
+        let mut info = node_info(RACK, node, COMPUTE);
+        if let Some(bmc) = info.bmc_endpoint.as_mut() {
+            bmc.port = 8443;
+        }
+        info
+    };
+    // Idle and changed: updated, and said so; the same again: no change.
+    let resp = client
+        .create_nodes(create(vec![moved("n1")]))
+        .await
+        .unwrap()
+        .into_inner()
+        .response
+        .unwrap();
+    assert_eq!(resp.status, pb::ReturnCode::Success as i32);
+    assert_eq!(resp.message, "Created 1 nodes; updated existing: n1");
+    let resp = client
+        .create_nodes(create(vec![moved("n1")]))
+        .await
+        .unwrap()
+        .into_inner()
+        .response
+        .unwrap();
+    assert_eq!(resp.message, "Created 1 nodes");
+
+    // Busy: a firmware job holds n2; its registration is left alone.
+    rms.sim().set_faults(vec![fault(
+        "n2",
+        SimOperation::Firmware,
+        SimFaultEffect::Hang,
+    )]);
+    let job = client
+        .update_firmware(update("n2", vec![fw("BMC", "bmc-2.0.fwpkg")]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(job.status, pb::ReturnCode::Success as i32);
+    let resp = client
+        .create_nodes(create(vec![moved("n2")]))
+        .await
+        .unwrap()
+        .into_inner()
+        .response
+        .unwrap();
+    assert_eq!(resp.status, pb::ReturnCode::Failure as i32);
+    assert_eq!(
+        resp.message,
+        format!(
+            "Created 0 of 1 nodes; failed: n2: already registered and busy with job {}; not updated",
+            job.job_id
+        )
+    );
+    let inventory = client
+        .list_node_inventory(pb::ListNodeInventoryRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .nodes;
+    let port = |node: &str| {
+        inventory
+            .iter()
+            .find(|n| n.node_id == node)
+            .map(|n| n.port)
+            .unwrap_or_else(|| panic!("{node} in {inventory:?}"))
+    };
+    assert_eq!(port("n1"), 8443, "the idle node moved");
+    assert_eq!(port("n2"), 443, "the busy node kept its endpoint");
+    rms.stop().await;
+}
+
+#[tokio::test]
 async fn node_busy_is_refused_through_the_api() {
     let rms = TestRms::start().await;
     rms.register(RACK, &["n1", "n2"], COMPUTE).await;

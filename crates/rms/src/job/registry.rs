@@ -418,6 +418,11 @@ impl<D: JobDomain> JobRegistry<D> {
 
     /// Cancels the token of every non-terminal, non-parent job and returns
     /// their IDs. Tokens are signalled after the lock is released.
+    /// The non-terminal job holding `(rack_id, node_id)`, if any.
+    pub fn active_job_for_node(&self, rack_id: &str, node_id: &str) -> Option<JobId> {
+        self.read().active_job_for_node(rack_id, node_id)
+    }
+
     pub fn cancel_active_leaves(&self) -> Vec<JobId> {
         let active: Vec<(JobId, CancellationToken)> = self
             .read()

@@ -363,6 +363,13 @@ impl JobTracker {
             .create_job(leaf_spec(rack_id, node_id, job_type, ""), None, false)
     }
 
+    /// The non-terminal job holding `(rack_id, node_id)`, if any.
+    pub fn active_job_for_node(&self, rack_id: &str, node_id: &str) -> Option<String> {
+        self.registry
+            .active_job_for_node(rack_id, node_id)
+            .map(|id| id.to_string())
+    }
+
     /// A leaf, refused with node-busy while another non-terminal job holds
     /// `(rack_id, node_id)`. Not a visible workflow.
     pub fn create_job_if_node_idle(

@@ -267,8 +267,12 @@ async fn run_worker(job: RmsJobHandle, ctx: WorkerContext) {
         let tracker = Arc::clone(&ctx.tracker);
         let job_id = job.id().to_string();
         let progress_label = label.clone();
+        // The BMC task being polled, for a poll timeout's message.
+        let polled_task = Arc::new(std::sync::Mutex::new(None::<String>));
+        let seen_task = Arc::clone(&polled_task);
         let sink = move |p: FirmwareProgress| {
             if let Some(task) = &p.task_id {
+                *seen_task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task.clone());
                 tracker.mark_running(
                     &job_id,
                     &format!("Polling firmware task {task} for target {progress_label}"),
@@ -290,11 +294,16 @@ async fn run_worker(job: RmsJobHandle, ctx: WorkerContext) {
                 return;
             }
             Err(_) => {
-                let error = BackendError::Timeout(format!(
-                    "polling firmware task for target {label} exceeded timeout of {}s",
-                    ctx.task_timeout.as_secs()
+                let task = polled_task
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                job.fail(timeout_failure(
+                    &label,
+                    target,
+                    task.as_deref(),
+                    ctx.task_timeout,
                 ));
-                job.fail(update_failure(&label, target, &error));
                 return;
             }
         };
@@ -376,6 +385,36 @@ async fn run_worker(job: RmsJobHandle, ctx: WorkerContext) {
         "status": status,
     });
     job.complete("Completed", result.to_string());
+}
+
+/// The update of `target` ran past the task timeout. Accepted by the BMC
+/// (its task seen): a poll failure of kind `Other`, as the reference words
+/// it; never accepted: the upload hung.
+fn timeout_failure(
+    label: &str,
+    target: &ResolvedTarget,
+    task: Option<&str>,
+    timeout: Duration,
+) -> JobFailure {
+    let secs = timeout.as_secs();
+    match task {
+        Some(task) => {
+            let raw = format!("polling firmware task {task} exceeded timeout of {secs}s");
+            let message = format!("Poll failed for target {label}: {raw}");
+            firmware_failure("poll", JobError::Other, &message, Some(target), Some(&raw))
+        }
+        None => {
+            let raw = format!("update request exceeded timeout of {secs}s");
+            let message = format!("Upload failed for target {label}: {raw}");
+            firmware_failure(
+                "update",
+                JobError::Timeout,
+                &message,
+                Some(target),
+                Some(&raw),
+            )
+        }
+    }
 }
 
 fn update_failure(label: &str, target: &ResolvedTarget, error: &BackendError) -> JobFailure {

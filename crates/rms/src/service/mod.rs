@@ -288,26 +288,57 @@ impl RackManager for RackManagerService {
         self.admit_nodes(&nodes_in)?;
         let total = nodes_in.len();
         let mut failures = Vec::new();
+        // A node registered already is replaced only while no job holds it
+        // (a running firmware job keeps the endpoint and credentials it
+        // started with; swapping them under it would be silent), and the
+        // answer says which were updated.
+        let mut updated = Vec::new();
         for info in &nodes_in {
             let result = if info.rack_id.trim().is_empty() {
                 Err("rack_id is required".to_owned())
             } else {
                 nodes::target_of(info, false)
             };
-            match result {
-                Ok(target) => self.nodes.insert(RegisteredNode {
-                    info: nodes::redacted(info),
-                    target,
-                }),
-                Err(message) => failures.push(format!("{}: {message}", info.node_id)),
+            let target = match result {
+                Ok(target) => target,
+                Err(message) => {
+                    failures.push(format!("{}: {message}", info.node_id));
+                    continue;
+                }
+            };
+            let node = RegisteredNode {
+                info: nodes::redacted(info),
+                target,
+            };
+            if let Ok(existing) = self.nodes.get(&node.target.rack_id, &node.target.node_id) {
+                if let Some(job) = self
+                    .tracker
+                    .active_job_for_node(&node.target.rack_id, &node.target.node_id)
+                {
+                    failures.push(format!(
+                        "{}: already registered and busy with job {job}; not updated",
+                        info.node_id
+                    ));
+                    continue;
+                }
+                if existing.target != node.target || existing.info != node.info {
+                    updated.push(info.node_id.clone());
+                }
             }
+            self.nodes.insert(node);
         }
         let created = total - failures.len();
         let ok = failures.is_empty() && total > 0;
         let message = if total == 0 {
             "No nodes specified in request".to_owned()
-        } else if failures.is_empty() {
+        } else if failures.is_empty() && updated.is_empty() {
             format!("Created {created} nodes")
+        } else if failures.is_empty() {
+            tracing::info!(updated = ?updated, "registered nodes updated");
+            format!(
+                "Created {created} nodes; updated existing: {}",
+                updated.join(", ")
+            )
         } else {
             tracing::warn!(failed = failures.len(), "node registration failed");
             format!(
