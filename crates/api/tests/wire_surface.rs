@@ -429,6 +429,8 @@ const OUR_FIELDS_IN_REFERENCE_MESSAGES: &[(&str, &str, i32)] = &[
     ("TaskSchedule", "catchup_window", 1000),
     ("TaskSchedule", "skipped_count", 1001),
     ("TaskSchedule", "last_skip_reason", 1002),
+    ("Component", "firmware_observed_at", 1000),
+    ("Component", "power_state_observed_at", 1001),
 ];
 
 /// Every reference message of `package v1` with its fields ("number name;

@@ -57,10 +57,14 @@ pub struct ComponentView {
     pub model: Option<String>,
     pub serial_number: String,
     pub firmware_version: String,
+    /// When the version was last read back from the hardware (RFC 3339);
+    /// `None`: never, the version is as imported.
+    pub firmware_observed_at: Option<String>,
     pub slot_id: i32,
     pub tray_idx: i32,
     pub host_id: i32,
     pub power_state: String,
+    pub power_state_observed_at: Option<String>,
     pub bmcs: Vec<BmcView>,
 }
 
@@ -159,10 +163,12 @@ impl ComponentView {
             model: info.model,
             serial_number: info.serial_number,
             firmware_version: c.firmware_version.clone(),
+            firmware_observed_at: crate::output::timestamp(c.firmware_observed_at.as_ref()),
             slot_id: position.slot_id,
             tray_idx: position.tray_idx,
             host_id: position.host_id,
             power_state: c.power_state.clone(),
+            power_state_observed_at: crate::output::timestamp(c.power_state_observed_at.as_ref()),
             bmcs: c
                 .bmcs
                 .iter()
@@ -324,6 +330,8 @@ fn print_rack(rack: &RackView) {
             "EXTERNAL ID",
             "MODEL",
             "FIRMWARE",
+            "OBSERVED",
+            "POWER",
             "SLOT",
             "TRAY",
             "HOST",
@@ -339,6 +347,9 @@ fn print_rack(rack: &RackView) {
                 or_dash(&c.external_id),
                 or_dash(c.model.as_deref().unwrap_or("")),
                 or_dash(&c.firmware_version),
+                // "-": as imported, never read back from the hardware.
+                or_dash(c.firmware_observed_at.as_deref().unwrap_or("")),
+                or_dash(&c.power_state),
                 c.slot_id.to_string(),
                 c.tray_idx.to_string(),
                 c.host_id.to_string(),

@@ -48,6 +48,20 @@ pub struct StepReport {
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
     pub error: Option<String>,
+    /// Per component of a firmware step.
+    pub components: Vec<ComponentOutcome>,
+}
+
+/// What a firmware step did to one component.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ComponentOutcome {
+    pub component: Option<String>,
+    pub status: Option<String>,
+    pub expected_version: Option<String>,
+    pub found_version: Option<String>,
+    pub job_id: Option<String>,
+    pub error: Option<String>,
 }
 
 fn text(value: &Option<String>) -> &str {
@@ -165,6 +179,36 @@ pub fn render_report(report: &Report) -> String {
         }
     }
     let mut out = table.render();
+    let outcomes: Vec<(&StepReport, &ComponentOutcome)> = report
+        .stages
+        .iter()
+        .flat_map(|stage| &stage.steps)
+        .flat_map(|step| step.components.iter().map(move |c| (step, c)))
+        .collect();
+    if !outcomes.is_empty() {
+        let mut components = Table::new([
+            "COMPONENT TYPE",
+            "COMPONENT",
+            "STATUS",
+            "EXPECTED",
+            "FOUND",
+            "JOB",
+            "ERROR",
+        ]);
+        for (step, c) in outcomes {
+            components.row([
+                or_dash(text(&step.component_type)),
+                or_dash(text(&c.component)),
+                or_dash(text(&c.status)),
+                or_dash(text(&c.expected_version)),
+                or_dash(text(&c.found_version)),
+                or_dash(text(&c.job_id)),
+                text(&c.error).to_string(),
+            ]);
+        }
+        out.push('\n');
+        out.push_str(&components.render());
+    }
     for line in stage_errors {
         out.push_str(&line);
         out.push('\n');

@@ -14,7 +14,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use uuid::Uuid;
 
 use crate::run::QueueStrategy;
-use crate::task::{DEFAULT_QUEUE_TIMEOUT_SECS, MAX_WAITING_PER_RACK, TaskStatus, TaskType};
+use crate::task::{DEFAULT_QUEUE_TIMEOUT_SECS, MAX_WAITING_PER_RACK, TaskStatus, TaskType, Window};
 use crate::{ComponentType, ComponentsByType};
 
 /// What a conflict check needs to know about a task.
@@ -235,6 +235,33 @@ pub fn decide_submission(
     }
 }
 
+/// A submission whose maintenance window opens after `now` (issue 12):
+/// a task that could start waits for its window instead, and a queued
+/// one's queue timeout counts from the opening (a window a day away must
+/// not expire in the queue after an hour). Other decisions stand.
+pub fn hold_for_window(
+    decision: Submission,
+    window: Window,
+    waiting_count: usize,
+    now: DateTime<Utc>,
+    queue_timeout_secs: i64,
+) -> Submission {
+    let Some(opens) = window.opens_after(now) else {
+        return decision;
+    };
+    match decision {
+        Submission::Pending if waiting_count >= MAX_WAITING_PER_RACK => {
+            Submission::RejectQueueFull {
+                waiting: waiting_count,
+            }
+        }
+        Submission::Pending | Submission::Waiting { .. } => Submission::Waiting {
+            expires_at: queue_deadline(opens, queue_timeout_secs),
+        },
+        other => other,
+    }
+}
+
 /// `now + timeout` (≤ 0 → the default), saturating far in the future.
 fn queue_deadline(now: DateTime<Utc>, queue_timeout_secs: i64) -> DateTime<Utc> {
     let secs = if queue_timeout_secs > 0 {
@@ -257,6 +284,8 @@ pub struct PromotionInput<'a> {
     pub status: TaskStatus,
     pub created_at: DateTime<Utc>,
     pub queue_expires_at: Option<DateTime<Utc>>,
+    /// Its maintenance window (none for most tasks).
+    pub window: Window,
 }
 
 /// What the promoter does to a waiting task.
@@ -264,6 +293,8 @@ pub struct PromotionInput<'a> {
 pub enum Promotion {
     /// Terminate: its queue deadline has passed.
     Expire,
+    /// Terminate: its maintenance window closed before it could start.
+    WindowClosed(DateTime<Utc>),
     /// Move to pending and start it.
     Promote,
 }
@@ -274,20 +305,30 @@ pub enum Promotion {
 /// do not conflict with the active tasks and those promoted before them in
 /// this pass. The pass stops at the first one that conflicts: strict FIFO,
 /// a later task never overtakes an earlier one. Finished tasks are ignored.
+/// Maintenance windows (issue 12): a waiting task whose window closed ends
+/// like an expired one; one whose window has not opened stays waiting and
+/// holds its components — later tasks that conflict with it wait behind
+/// it, others may pass.
 ///
-/// Returns expirations (oldest first), then promotions in promotion order.
+/// Returns expirations and closed windows (oldest first), then promotions
+/// in promotion order.
 pub fn plan_promotions(tasks: &[PromotionInput], now: DateTime<Utc>) -> Vec<(Uuid, Promotion)> {
     let mut waiting: Vec<&PromotionInput> = tasks
         .iter()
         .filter(|t| t.status == TaskStatus::Waiting)
         .collect();
     waiting.sort_by_key(|t| (t.created_at, t.id));
-    let (expired, candidates): (Vec<&PromotionInput>, Vec<&PromotionInput>) = waiting
-        .into_iter()
-        .partition(|t| t.queue_expires_at.is_some_and(|at| at <= now));
-
-    let mut plan: Vec<(Uuid, Promotion)> =
-        expired.iter().map(|t| (t.id, Promotion::Expire)).collect();
+    let mut plan: Vec<(Uuid, Promotion)> = Vec::new();
+    let mut candidates: Vec<&PromotionInput> = Vec::new();
+    for t in waiting {
+        if let Some(closed) = t.window.closed_by(now) {
+            plan.push((t.id, Promotion::WindowClosed(closed)));
+        } else if t.queue_expires_at.is_some_and(|at| at <= now) {
+            plan.push((t.id, Promotion::Expire));
+        } else {
+            candidates.push(t);
+        }
+    }
     let mut active: Vec<TaskShape> = tasks
         .iter()
         .filter(|t| t.status.is_active())
@@ -297,7 +338,9 @@ pub fn plan_promotions(tasks: &[PromotionInput], now: DateTime<Utc>) -> Vec<(Uui
         if first_conflict(&candidate.shape, active.iter().copied()).is_some() {
             break;
         }
-        plan.push((candidate.id, Promotion::Promote));
+        if candidate.window.opens_after(now).is_none() {
+            plan.push((candidate.id, Promotion::Promote));
+        }
         active.push(candidate.shape);
     }
     plan
@@ -690,7 +733,137 @@ mod tests {
             status,
             created_at: t0() + TimeDelta::minutes(created_min),
             queue_expires_at: expires_min.map(|m| t0() + TimeDelta::minutes(m)),
+            window: Window::default(),
         }
+    }
+
+    fn window(opens_min: Option<i64>, closes_min: Option<i64>) -> Window {
+        Window {
+            opens: opens_min.map(|m| t0() + TimeDelta::minutes(m)),
+            closes: closes_min.map(|m| t0() + TimeDelta::minutes(m)),
+        }
+    }
+
+    #[test]
+    fn a_window_to_come_holds_its_task_and_its_components() {
+        let c1 = set(&[(Compute, 1)]);
+        let c1b = set(&[(Compute, 1)]);
+        let c2 = set(&[(Compute, 2)]);
+        let mut held = input(
+            1,
+            shape(FirmwareControl, &c1),
+            TaskStatus::Waiting,
+            0,
+            Some(600),
+        );
+        held.window = window(Some(30), None);
+        // Later: one conflicting with the held task, one independent.
+        let blocked = input(
+            2,
+            shape(FirmwareControl, &c1b),
+            TaskStatus::Waiting,
+            1,
+            Some(60),
+        );
+        let free = input(
+            3,
+            shape(FirmwareControl, &c2),
+            TaskStatus::Waiting,
+            2,
+            Some(60),
+        );
+        let tasks = [held, blocked, free];
+        assert_eq!(plan_promotions(&tasks, t0()), vec![]);
+        // The window opens: the held task goes first, the conflicting one
+        // stays behind it (strict FIFO).
+        let at_open = t0() + TimeDelta::minutes(30);
+        let mut tasks = tasks;
+        tasks[2].status = TaskStatus::Running;
+        assert_eq!(
+            plan_promotions(&tasks, at_open),
+            vec![(id(1), Promotion::Promote)]
+        );
+    }
+
+    #[test]
+    fn a_closed_window_ends_the_waiting_task_before_expiry() {
+        let c1 = set(&[(Compute, 1)]);
+        let mut late = input(
+            1,
+            shape(FirmwareControl, &c1),
+            TaskStatus::Waiting,
+            0,
+            Some(600),
+        );
+        late.window = window(Some(-60), Some(10));
+        let now = t0() + TimeDelta::minutes(10);
+        assert_eq!(
+            plan_promotions(&[late], now),
+            vec![(id(1), Promotion::WindowClosed(now))]
+        );
+        // Open window, before it closes: promoted as usual.
+        assert_eq!(
+            plan_promotions(&[late], t0()),
+            vec![(id(1), Promotion::Promote)]
+        );
+    }
+
+    #[test]
+    fn submissions_wait_for_a_window_to_come() {
+        let later = window(Some(120), None);
+        let now = t0();
+        assert_eq!(
+            hold_for_window(Submission::Pending, later, 0, now, 60),
+            Submission::Waiting {
+                expires_at: t0() + TimeDelta::minutes(121)
+            }
+        );
+        assert_eq!(
+            hold_for_window(
+                Submission::Waiting {
+                    expires_at: t0() + TimeDelta::minutes(1)
+                },
+                later,
+                1,
+                now,
+                60
+            ),
+            Submission::Waiting {
+                expires_at: t0() + TimeDelta::minutes(121)
+            }
+        );
+        assert_eq!(
+            hold_for_window(Submission::Pending, later, MAX_WAITING_PER_RACK, now, 60),
+            Submission::RejectQueueFull {
+                waiting: MAX_WAITING_PER_RACK
+            }
+        );
+        assert_eq!(
+            hold_for_window(Submission::RejectConflict, later, 0, now, 60),
+            Submission::RejectConflict
+        );
+        // An open window (or none) changes nothing.
+        for w in [window(Some(-5), Some(60)), Window::default()] {
+            assert_eq!(
+                hold_for_window(Submission::Pending, w, 0, now, 60),
+                Submission::Pending
+            );
+        }
+    }
+
+    #[test]
+    fn window_checks_at_submission() {
+        let now = t0();
+        assert!(window(Some(10), Some(20)).check(now).is_ok());
+        assert!(Window::default().check(now).is_ok());
+        assert_eq!(
+            window(Some(20), Some(10)).check(now).unwrap_err(),
+            "maintenance window: end_time must be after start_time"
+        );
+        assert_eq!(
+            window(None, Some(-1)).check(now).unwrap_err(),
+            "maintenance window already closed: end_time 2029-12-31T23:59:00Z is in the past"
+        );
     }
 
     #[test]

@@ -98,9 +98,27 @@ pub struct Component {
     /// not linked to real inventory and cannot be operated on.
     pub external_id: Option<String>,
     pub power_state: Option<String>,
+    /// When a component manager last read `firmware_version` back from the
+    /// hardware (`None`: the version is as imported or patched, never
+    /// observed).
+    pub firmware_observed_at: Option<DateTime<Utc>>,
+    /// When a component manager last read `power_state` back.
+    pub power_observed_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub deleted_at: Option<DateTime<Utc>>,
+}
+
+/// What a component manager read back from one component after an
+/// operation: the facts the inventory records (issue 12).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    pub component_id: Uuid,
+    /// The installed firmware version, when it was read.
+    pub firmware_version: Option<String>,
+    /// The power state (`On`, `Off`, …), when it was read.
+    pub power_state: Option<String>,
+    pub observed_at: DateTime<Utc>,
 }
 
 /// Normalises a MAC address to lowercase colon-separated form, or `None` if

@@ -75,6 +75,43 @@ pub struct StepReport {
     pub finished_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Per component of a firmware step (issue 12): what happened to each,
+    /// in the order they were first reported. Empty for other steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<ComponentOutcome>,
+}
+
+/// What a firmware step did to one component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentOutcome {
+    /// The component's external id.
+    pub component: String,
+    pub status: ComponentStatus,
+    /// The version the update was to install, when it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_version: Option<String>,
+    /// The version read back from the hardware afterwards (or before, for
+    /// a skipped component).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found_version: Option<String>,
+    /// The provider's job for the update (the rack manager's job id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// State of one component within a firmware step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentStatus {
+    /// The update was started (or adopted after a restart) and runs.
+    Running,
+    /// Updated, and (when a version was named) proven by a read-back.
+    Completed,
+    /// Already at the requested version: nothing was sent.
+    Skipped,
+    Failed,
 }
 
 /// Cuts an error to [`MAX_REPORT_ERROR_CHARS`] characters.
@@ -109,6 +146,7 @@ impl Report {
                 started_at: None,
                 finished_at: None,
                 error: None,
+                components: Vec::new(),
             });
         }
         Report {
@@ -265,6 +303,18 @@ impl StepReport {
         self.failed_components = 0;
         self.finished_at = Some(now);
         self.error = None;
+    }
+
+    /// Records `outcome`, replacing the component's earlier one.
+    pub fn record(&mut self, outcome: ComponentOutcome) {
+        match self
+            .components
+            .iter_mut()
+            .find(|c| c.component == outcome.component)
+        {
+            Some(existing) => *existing = outcome,
+            None => self.components.push(outcome),
+        }
     }
 
     /// Failed: components not completed count as failed.

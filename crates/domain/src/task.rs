@@ -98,6 +98,22 @@ pub mod messages {
     pub const CANCELLED: &str = "Cancelled by user";
     pub const EXPIRED: &str = "Expired: queue timeout reached";
     pub const PROMOTED: &str = "Promoted: no conflicting active tasks";
+
+    /// A task held until its maintenance window opens.
+    pub fn waiting_for_window(opens: chrono::DateTime<chrono::Utc>) -> String {
+        format!(
+            "Queued: waiting for its maintenance window (opens {})",
+            opens.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    }
+
+    /// A waiting task whose maintenance window closed before it could start.
+    pub fn window_closed(closed: chrono::DateTime<chrono::Utc>) -> String {
+        format!(
+            "Terminated: maintenance window closed at {} before the task could start",
+            closed.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    }
     /// Longest status message kept (longer errors are cut).
     pub const MAX_MESSAGE_LEN: usize = 512;
 }
@@ -111,6 +127,66 @@ pub struct TaskInformation {
     /// Firmware parameters, for firmware_control tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firmware: Option<FirmwarePayload>,
+}
+
+/// A firmware task's maintenance window (issue 12): it starts no earlier
+/// than `opens` and is not started after `closes`; one already running is
+/// never cut off. Either end may be unset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Window {
+    pub opens: Option<chrono::DateTime<chrono::Utc>>,
+    pub closes: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Window {
+    /// The window of a task's payload (`start_time` / `end_time`, Unix
+    /// seconds, 0 = unset); tasks without a firmware payload have none.
+    pub fn of(information: &TaskInformation) -> Window {
+        let at = |secs: i64| {
+            (secs != 0)
+                .then(|| chrono::DateTime::from_timestamp(secs, 0))
+                .flatten()
+        };
+        match &information.firmware {
+            Some(f) => Window {
+                opens: at(f.start_time),
+                closes: at(f.end_time),
+            },
+            None => Window::default(),
+        }
+    }
+
+    /// When the window opens, if that is still to come.
+    pub fn opens_after(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.opens.filter(|opens| *opens > now)
+    }
+
+    /// When the window closed, if it has.
+    pub fn closed_by(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.closes.filter(|closes| *closes <= now)
+    }
+
+    /// Why a new task with this window cannot be accepted at `now`.
+    pub fn check(&self, now: chrono::DateTime<chrono::Utc>) -> Result<(), String> {
+        if let (Some(opens), Some(closes)) = (self.opens, self.closes)
+            && closes <= opens
+        {
+            return Err("maintenance window: end_time must be after start_time".to_string());
+        }
+        if let Some(closed) = self.closed_by(now) {
+            return Err(format!(
+                "maintenance window already closed: end_time {} is in the past",
+                closed.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What a task submitter chose to do on a rack conflict.

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rackflow_domain::inventory::{Component, Rack};
+use rackflow_domain::inventory::{Component, Observation, Rack};
 use rackflow_domain::run::Page;
 use rackflow_domain::target::{ComponentTarget, TargetSpec};
 use rackflow_domain::task::Task;
@@ -17,6 +17,7 @@ use rackflow_store::{
 };
 
 use crate::error::EngineError;
+use crate::executor::InventoryObserver;
 use crate::resolve;
 
 /// How a caller names one rack: by UUID, or — when the text is not a UUID —
@@ -48,6 +49,43 @@ pub struct TaskQuery {
     pub component_id: Option<Uuid>,
     pub active_only: bool,
     pub with_report: bool,
+}
+
+/// The executor's [`InventoryObserver`]: records versions and power states
+/// read back from the hardware in the store. A write waits at most
+/// [`OBSERVATION_WRITE_LIMIT`]; a failure is logged (the next read-back
+/// records the fact again), never fails the task.
+pub struct StoreObserver {
+    store: Arc<dyn Store>,
+}
+
+/// Bound of one observation write: a database that is away must not hold
+/// a firmware step for a pool timeout.
+pub const OBSERVATION_WRITE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl StoreObserver {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        StoreObserver { store }
+    }
+}
+
+#[async_trait::async_trait]
+impl InventoryObserver for StoreObserver {
+    async fn observed(&self, observations: &[Observation]) {
+        let write = self.store.components_observe(observations);
+        match tokio::time::timeout(OBSERVATION_WRITE_LIMIT, write).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(
+                observations = observations.len(),
+                error = %e,
+                "recording observed component state failed"
+            ),
+            Err(_) => tracing::warn!(
+                observations = observations.len(),
+                "recording observed component state timed out"
+            ),
+        }
+    }
 }
 
 /// Reads and writes the inventory (racks, components) and reads tasks.

@@ -93,6 +93,8 @@ async fn fixture() -> Fixture {
         bmcs: Vec::new(),
         external_id: Some("r-0001-powershelf-00".into()),
         power_state: None,
+        firmware_observed_at: None,
+        power_observed_at: None,
         created_at: now,
         updated_at: now,
         deleted_at: None,

@@ -31,7 +31,7 @@ use rackflow_domain::rule::{self, OperationRule};
 use rackflow_domain::run::{OperationRunTarget, QueueStrategy};
 use rackflow_domain::target::TargetSpec;
 use rackflow_domain::task::{
-    QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages, status_message,
+    QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, Window, messages, status_message,
 };
 use rackflow_domain::{ComponentType, ComponentsByType};
 use rackflow_store::{
@@ -165,14 +165,17 @@ impl PreparedTask {
             .filter(|t| t.status == TaskStatus::Waiting)
             .count();
         let queue = self.task.queue_policy;
-        match conflict::decide_submission(
+        let now = Utc::now();
+        let window = Window::of(&self.task.information);
+        let decision = conflict::decide_submission(
             &candidate,
             queue.strategy,
             &others,
             waiting,
-            Utc::now(),
+            now,
             queue.timeout_secs,
-        ) {
+        );
+        match conflict::hold_for_window(decision, window, waiting, now, queue.timeout_secs) {
             Submission::Pending => SubmitDecision::Insert {
                 status: TaskStatus::Running,
                 message: messages::RUNNING.into(),
@@ -181,7 +184,10 @@ impl PreparedTask {
             },
             Submission::Waiting { expires_at } => SubmitDecision::Insert {
                 status: TaskStatus::Waiting,
-                message: messages::WAITING.into(),
+                message: match window.opens_after(now) {
+                    Some(opens) => messages::waiting_for_window(opens),
+                    None => messages::WAITING.into(),
+                },
                 queue_expires_at: Some(expires_at),
                 start: None,
             },
@@ -356,6 +362,10 @@ impl TaskManager {
                 req.information.code, req.task_type
             )));
         }
+        // A window that closed refuses the task outright (issue 12).
+        Window::of(&req.information)
+            .check(Utc::now())
+            .map_err(TaskError::Invalid)?;
         let explicit = match req.rule_id {
             Some(id) => Some(
                 self.store
@@ -667,6 +677,18 @@ impl TaskManager {
                 tracing::debug!(task_id = %stored.id, rack_id = %stored.rack_id, operation = %stored.operation(), status = %stored.status, "task submitted");
                 self.emit(&stored);
                 let id = stored.id;
+                if stored.status == TaskStatus::Waiting {
+                    // Promote at the window's opening and end the task at its
+                    // close, not a sweep later (the sweep still covers a
+                    // restart in between).
+                    let window = Window::of(&stored.information);
+                    for at in [window.opens_after(Utc::now()), window.closes]
+                        .into_iter()
+                        .flatten()
+                    {
+                        self.wake_rack_at(stored.rack_id, at);
+                    }
+                }
                 if stored.status == TaskStatus::Running {
                     self.spawn_run(stored, None, prepared.components);
                 }
@@ -1143,6 +1165,23 @@ impl TaskManager {
         let _ = self.promote_tx.try_send(rack_id);
     }
 
+    /// Runs the promoter for `rack_id` at `at` (a maintenance window's
+    /// opening or close), unless the manager stops first.
+    fn wake_rack_at(self: &Arc<Self>, rack_id: Uuid, at: chrono::DateTime<Utc>) {
+        let Ok(wait) = (at - Utc::now()).to_std() else {
+            return self.notify_rack(rack_id);
+        };
+        let manager = Arc::clone(self);
+        let shutdown = self.background.token().clone();
+        self.background
+            .spawn("maintenance window timer", async move {
+                tokio::select! {
+                    () = shutdown.cancelled() => {}
+                    () = tokio::time::sleep(wait) => manager.notify_rack(rack_id),
+                }
+            });
+    }
+
     /// Expires and promotes the waiting tasks of one rack; starts promoted ones.
     pub async fn promote_rack(self: &Arc<Self>, rack_id: Uuid) -> Result<(), EngineError> {
         let decide = |tasks: &[Task]| -> Vec<TaskTransition> {
@@ -1157,6 +1196,7 @@ impl TaskManager {
                     status: t.status,
                     created_at: t.created_at,
                     queue_expires_at: t.queue_expires_at,
+                    window: Window::of(&t.information),
                 })
                 .collect();
             conflict::plan_promotions(&inputs, Utc::now())
@@ -1166,6 +1206,11 @@ impl TaskManager {
                         id,
                         status: TaskStatus::Terminated,
                         message: messages::EXPIRED.into(),
+                    },
+                    Promotion::WindowClosed(closed) => TaskTransition {
+                        id,
+                        status: TaskStatus::Terminated,
+                        message: messages::window_closed(closed),
                     },
                     Promotion::Promote => TaskTransition {
                         id,

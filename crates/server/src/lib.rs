@@ -145,8 +145,14 @@ pub async fn serve_with_fleet(
     }
     let executor_config = ExecutorConfig::default();
     let durable = executor::durable(&config, &executor_config)?;
-    let executor =
-        Arc::new(LocalExecutor::new(registry.clone(), executor_config).with_keys(keys.clone()));
+    let observer: Arc<dyn rackflow_engine::executor::InventoryObserver> = Arc::new(
+        rackflow_engine::inventory::StoreObserver::new(store.clone()),
+    );
+    let executor = Arc::new(
+        LocalExecutor::new(registry.clone(), executor_config)
+            .with_keys(keys.clone())
+            .with_observer(Some(observer)),
+    );
     let tasks = TaskManager::with_durable(
         store.clone(),
         executor,

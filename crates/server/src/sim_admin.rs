@@ -62,7 +62,7 @@ pub fn fault_from_wire(index: usize, fault: &pb::Fault) -> Result<SimFault, Inva
     })?;
     let effect = FaultEffect::parse(&fault.effect).ok_or_else(|| {
         Invalid(format!(
-            "{}: unknown effect {:?} (expected fail, hang or slow)",
+            "{}: unknown effect {:?} (expected fail, hang, slow or stale)",
             field("effect"),
             fault.effect
         ))

@@ -8,7 +8,7 @@
 //! [`sqlx_backend!`].
 
 use async_trait::async_trait;
-use rackflow_domain::inventory::{Component, Rack};
+use rackflow_domain::inventory::{Component, Observation, Rack};
 use rackflow_domain::rule::{OperationRule, RackRuleAssociation, RuleDefinition};
 use rackflow_domain::run::{OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery};
 use rackflow_domain::task::{Task, TaskStatus, TaskType};
@@ -332,6 +332,10 @@ impl<B: Backend> Store for B {
         patch: &ComponentPatch,
     ) -> StoreResult<Option<Component>> {
         inventory::component_patch(self, id, patch).await
+    }
+
+    async fn components_observe(&self, observations: &[Observation]) -> StoreResult<()> {
+        inventory::components_observe(self, observations).await
     }
 
     async fn run_create(

@@ -14,7 +14,9 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentType;
-use rackflow_domain::inventory::{Bmc, BmcType, Component, Position, Rack, normalize_mac};
+use rackflow_domain::inventory::{
+    Bmc, BmcType, Component, Observation, Position, Rack, normalize_mac,
+};
 use rackflow_domain::run::Page;
 use uuid::Uuid;
 
@@ -30,9 +32,15 @@ use crate::{
 const RACK_COLUMNS: &str = "id, name, manufacturer, serial_number, model, description, location, \
      external_id, nvldomain_id, created_at, updated_at, deleted_at";
 
+/// The columns a new component row is written with (the observation
+/// times start NULL: an imported value is not an observed one).
+const COMPONENT_INSERT_COLUMNS: &str = "id, rack_id, type, name, manufacturer, model, \
+     serial_number, description, firmware_version, slot_id, tray_index, host_id, external_id, \
+     power_state, created_at, updated_at, deleted_at";
+
 const COMPONENT_COLUMNS: &str = "id, rack_id, type, name, manufacturer, model, serial_number, \
      description, firmware_version, slot_id, tray_index, host_id, external_id, power_state, \
-     created_at, updated_at, deleted_at";
+     created_at, updated_at, deleted_at, firmware_observed_at, power_observed_at";
 
 /// Unassigned components (NULL rack) sort last in both dialects; PostgreSQL
 /// alone would put NULLs last and SQLite first.
@@ -75,6 +83,8 @@ fn component_from_row(row: &impl RowReader) -> StoreResult<Component> {
         bmcs: Vec::new(),
         external_id: row.opt_text("external_id")?,
         power_state: row.opt_text("power_state")?,
+        firmware_observed_at: row.opt_ts("firmware_observed_at")?,
+        power_observed_at: row.opt_ts("power_observed_at")?,
         created_at: row.ts("created_at")?,
         updated_at: row.ts("updated_at")?,
         deleted_at: row.opt_ts("deleted_at")?,
@@ -287,7 +297,7 @@ fn rack_row(sql: &mut Sql, rack: &Rack, now: DateTime<Utc>) -> StoreResult<Strin
     Ok(format!("({}, {}, NULL)", values.join(", "), values[9]))
 }
 
-/// Binds one `component` row (the columns of [`COMPONENT_COLUMNS`]) into
+/// Binds one `component` row (the columns of [`COMPONENT_INSERT_COLUMNS`]) into
 /// `sql` and returns its `(…)` values group.
 fn component_row(
     sql: &mut Sql,
@@ -336,7 +346,7 @@ async fn insert_racks<T: Txn>(tx: &mut T, racks: &[&(Rack, Vec<Component>)]) -> 
         .collect();
     for chunk in components.chunks(COMPONENT_INSERT_CHUNK) {
         let mut sql = Sql::new(format!(
-            "INSERT INTO component ({COMPONENT_COLUMNS}) VALUES "
+            "INSERT INTO component ({COMPONENT_INSERT_COLUMNS}) VALUES "
         ));
         for (i, (rack_id, c)) in chunk.iter().enumerate() {
             if i > 0 {
@@ -381,7 +391,7 @@ async fn insert_component<T: Txn>(
     now: DateTime<Utc>,
 ) -> StoreResult<()> {
     let mut insert = Sql::new(format!(
-        "INSERT INTO component ({COMPONENT_COLUMNS}) VALUES "
+        "INSERT INTO component ({COMPONENT_INSERT_COLUMNS}) VALUES "
     ));
     let row = component_row(&mut insert, component, rack_id, now);
     insert.push(&row);
@@ -696,7 +706,9 @@ pub(crate) async fn component_patch<B: Backend>(
     let mut update = Sql::default();
     let mut sets = vec![format!("updated_at = {}", update.bind(now))];
     if let Some(v) = &patch.firmware_version {
+        // A version set by hand is a claim, not an observation.
         sets.push(format!("firmware_version = {}", update.bind(v.as_str())));
+        sets.push("firmware_observed_at = NULL".to_string());
     }
     if let Some(v) = patch.slot_id {
         sets.push(format!("slot_id = {}", update.bind(v)));
@@ -754,4 +766,44 @@ pub(crate) async fn component_patch<B: Backend>(
     }
     tx.commit().await?;
     component_get(backend, id).await
+}
+
+/// Records what component managers read back. Each observation sets the
+/// fields it carries and their observation time, unless a newer
+/// observation of that field is already stored (two steps can finish out
+/// of order); deleted components are left alone. One transaction.
+pub(crate) async fn components_observe<B: Backend>(
+    backend: &B,
+    observations: &[Observation],
+) -> StoreResult<()> {
+    if observations.is_empty() {
+        return Ok(());
+    }
+    let mut tx = backend.begin().await?;
+    for o in observations {
+        for (value, column, at_column) in [
+            (
+                &o.firmware_version,
+                "firmware_version",
+                "firmware_observed_at",
+            ),
+            (&o.power_state, "power_state", "power_observed_at"),
+        ] {
+            let Some(value) = value else {
+                continue;
+            };
+            let mut sql = Sql::default();
+            let value = sql.bind(value.as_str());
+            let at = sql.bind(o.observed_at);
+            let id = sql.bind(o.component_id);
+            sql.push(&format!(
+                "UPDATE component SET {column} = {value}, {at_column} = {at} \
+                 WHERE id = {id} AND deleted_at IS NULL \
+                 AND ({at_column} IS NULL OR {at_column} <= {at})"
+            ));
+            tx.execute(sql).await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(())
 }

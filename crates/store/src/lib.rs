@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentType;
 use rackflow_domain::audit::AuditEvent;
 use rackflow_domain::dispatch::LockedRun;
-use rackflow_domain::inventory::{Component, Rack};
+use rackflow_domain::inventory::{Component, Observation, Rack};
 use rackflow_domain::rule::{OperationRule, RackRuleAssociation, RuleDefinition};
 use rackflow_domain::run::{OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery};
 use rackflow_domain::task::{Task, TaskStatus, TaskType};
@@ -361,6 +361,11 @@ pub trait Store: Send + Sync + 'static {
         id: Uuid,
         patch: &ComponentPatch,
     ) -> StoreResult<Option<Component>>;
+
+    /// Records versions and power states read back from the hardware, with
+    /// their observation times (an older observation never overwrites a
+    /// newer one). Unknown or deleted components are skipped.
+    async fn components_observe(&self, observations: &[Observation]) -> StoreResult<()>;
 
     // ---- operation runs ---------------------------------------------------
 

@@ -183,6 +183,7 @@ both_dialects!(
     racks_import_names_the_rack_that_breaks_a_batch,
     component_create_list_and_filters,
     component_patch_updates_fields_and_upserts_bmcs,
+    components_observe_records_facts_newest_wins,
     run_create_and_get_round_trip,
     run_create_with_a_bad_target_writes_nothing,
     run_list_filters_by_name,
@@ -278,6 +279,8 @@ fn component(
         bmcs: Vec::new(),
         external_id: external_id.map(str::to_string),
         power_state: Some("on".to_string()),
+        firmware_observed_at: None,
+        power_observed_at: None,
         created_at: epoch(),
         updated_at: epoch(),
         deleted_at: None,
@@ -1154,6 +1157,92 @@ async fn component_create_list_and_filters(db: &Db) {
         other => panic!("expected NotFound, got {other:?}"),
     }
     assert_eq!(db.count("component").await, 6);
+}
+
+async fn components_observe_records_facts_newest_wins(db: &Db) {
+    use rackflow_domain::inventory::Observation;
+    let store = db.store();
+    let a = rack(0xA, "a", None);
+    let c = component(1, None, ComponentType::Compute, "c", Some("m-1"));
+    let d = component(2, None, ComponentType::Compute, "d", Some("m-2"));
+    store
+        .rack_create(&a, &[c.clone(), d.clone()])
+        .await
+        .unwrap();
+    let fresh = store.component_get(c.id).await.unwrap().expect("c");
+    assert_eq!(fresh.firmware_observed_at, None, "imported, never observed");
+    assert_eq!(fresh.power_observed_at, None);
+
+    let t1 = epoch() + chrono::Duration::seconds(10);
+    let t2 = t1 + chrono::Duration::seconds(5);
+    store
+        .components_observe(&[
+            Observation {
+                component_id: c.id,
+                firmware_version: Some("2.0.0".into()),
+                power_state: None,
+                observed_at: t2,
+            },
+            Observation {
+                component_id: d.id,
+                firmware_version: None,
+                power_state: Some("Off".into()),
+                observed_at: t1,
+            },
+            // Unknown ids are skipped, not an error.
+            Observation {
+                component_id: id(0xDEAD),
+                firmware_version: Some("9".into()),
+                power_state: None,
+                observed_at: t1,
+            },
+        ])
+        .await
+        .unwrap();
+    let got_c = store.component_get(c.id).await.unwrap().expect("c");
+    assert_eq!(got_c.firmware_version, "2.0.0");
+    assert_eq!(got_c.firmware_observed_at, Some(t2));
+    assert_eq!(
+        got_c.power_state.as_deref(),
+        Some("on"),
+        "power not observed"
+    );
+    assert_eq!(got_c.power_observed_at, None);
+    let got_d = store.component_get(d.id).await.unwrap().expect("d");
+    assert_eq!(got_d.firmware_version, "1.0.0");
+    assert_eq!(got_d.power_state.as_deref(), Some("Off"));
+    assert_eq!(got_d.power_observed_at, Some(t1));
+
+    // An older observation (a slower step finishing later) does not win.
+    store
+        .components_observe(&[Observation {
+            component_id: c.id,
+            firmware_version: Some("1.5.0".into()),
+            power_state: Some("On".into()),
+            observed_at: t1,
+        }])
+        .await
+        .unwrap();
+    let got_c = store.component_get(c.id).await.unwrap().expect("c");
+    assert_eq!(got_c.firmware_version, "2.0.0");
+    assert_eq!(got_c.firmware_observed_at, Some(t2));
+    assert_eq!(got_c.power_state.as_deref(), Some("On"), "first power fact");
+    assert_eq!(got_c.power_observed_at, Some(t1));
+
+    // A version patched by hand is a claim again, not an observation.
+    let patched = store
+        .component_patch(
+            c.id,
+            &ComponentPatch {
+                firmware_version: Some("3.0.0".into()),
+                ..ComponentPatch::default()
+            },
+        )
+        .await
+        .unwrap()
+        .expect("patched");
+    assert_eq!(patched.firmware_observed_at, None);
+    assert_eq!(patched.power_observed_at, Some(t1));
 }
 
 async fn component_patch_updates_fields_and_upserts_bmcs(db: &Db) {

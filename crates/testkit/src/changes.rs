@@ -261,6 +261,15 @@ impl Store for ObservedStore {
         result
     }
 
+    async fn components_observe(
+        &self,
+        observations: &[rackflow_domain::inventory::Observation],
+    ) -> StoreResult<()> {
+        let result = self.inner.components_observe(observations).await;
+        self.changed();
+        result
+    }
+
     async fn run_create(
         &self,
         run: &OperationRun,

@@ -52,6 +52,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::Utc;
 use rackflow_domain::ComponentType;
+use rackflow_domain::inventory::Observation;
 use rackflow_domain::report::{Report, ReportStatus};
 use rackflow_domain::rule::{RetryPolicy, RuleDefinition, SequenceStep};
 use rackflow_domain::task::TaskInformation;
@@ -70,6 +71,14 @@ pub const NO_STEPS: &str = "rule definition has no steps";
 #[async_trait]
 pub trait ReportSink: Send + Sync {
     async fn report(&self, task_id: Uuid, report: &Report);
+}
+
+/// Receives what component managers read back from the hardware during a
+/// run — installed firmware versions, power states — for the inventory
+/// (issue 12). Best effort like [`ReportSink`]: a failing write logs.
+#[async_trait]
+pub trait InventoryObserver: Send + Sync {
+    async fn observed(&self, observations: &[Observation]);
 }
 
 /// One task to execute.
@@ -167,6 +176,14 @@ pub struct LocalExecutor {
     config: ExecutorConfig,
     /// Opens sealed firmware credentials (`None`: none configured).
     keys: Option<Arc<rackflow_security::secrets::DataKeys>>,
+    /// Where read-back versions and power states go (`None`: nowhere).
+    observer: Option<Arc<dyn InventoryObserver>>,
+}
+
+impl std::fmt::Debug for dyn InventoryObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InventoryObserver")
+    }
 }
 
 /// Targeted components by type, in the job's order.
@@ -220,6 +237,7 @@ impl Reporter {
 struct RunContext<'a> {
     registry: &'a ManagerRegistry,
     keys: Option<&'a rackflow_security::secrets::DataKeys>,
+    observer: Option<&'a dyn InventoryObserver>,
     config: &'a ExecutorConfig,
     information: &'a TaskInformation,
     targets: &'a Targets,
@@ -232,7 +250,14 @@ impl LocalExecutor {
             registry,
             config,
             keys: None,
+            observer: None,
         }
+    }
+
+    /// Versions and power states read back during runs go to `observer`.
+    pub fn with_observer(mut self, observer: Option<Arc<dyn InventoryObserver>>) -> Self {
+        self.observer = observer;
+        self
     }
 
     /// Firmware credentials sealed under `keys` are opened for the
@@ -287,6 +312,7 @@ impl LocalExecutor {
         let ctx = RunContext {
             registry: &self.registry,
             keys: self.keys.as_deref(),
+            observer: self.observer.as_deref(),
             config: &self.config,
             information: &job.information,
             targets: &targets,
@@ -327,6 +353,7 @@ impl LocalExecutor {
         let ctx = RunContext {
             registry: &self.registry,
             keys: self.keys.as_deref(),
+            observer: self.observer.as_deref(),
             config: &self.config,
             information: spec.information,
             targets: &targets,

@@ -12,6 +12,9 @@ use rackflow_domain::rule::PowerState as ExpectedPower;
 use rackflow_domain::rule::{Action, ActionConfig, RetryPolicy, SequenceStep};
 use tokio::time::Instant;
 
+use rackflow_domain::inventory::Observation;
+use rackflow_domain::report::{ComponentOutcome, ComponentStatus};
+
 use super::RunContext;
 use crate::manager::{
     ComponentRef, FirmwareRequest, FirmwareState, ManagerError, PowerOp, PowerState,
@@ -257,11 +260,12 @@ impl StepRun<'_, '_> {
     ) -> Result<(), String> {
         let mut attempt = 1;
         loop {
-            // Only the first attempt after a restart may find work in flight.
-            let first_after_resume = resuming && attempt == 1;
+            // After a restart or a failed attempt, work may be in flight or
+            // already done: it is polled, not sent again.
+            let check_in_flight = resuming || attempt > 1;
             let result = tokio::time::timeout(
                 self.step_timeout,
-                self.attempt(action, config, batch, first_after_resume),
+                self.attempt(action, config, batch, check_in_flight),
             )
             .await
             .unwrap_or_else(|_| Err(self.timed_out()));
@@ -292,7 +296,7 @@ impl StepRun<'_, '_> {
         action: &Action,
         config: &ActionConfig,
         batch: &[ComponentRef],
-        first_after_resume: bool,
+        check_in_flight: bool,
     ) -> Result<(), ActionError> {
         let ty = self.step.component_type;
         let registry = self.ctx.registry;
@@ -312,11 +316,13 @@ impl StepRun<'_, '_> {
                 // The action's own timeout, when set, bounds the call.
                 let timeout = config.timeout.filter(|t| !t.is_zero());
                 bounded(timeout, "PowerControl", call).await?;
+                self.read_back_power(batch).await;
                 Ok(())
             }
             Action::GetPowerStatus { timeout } => {
                 let call = registry.power_status(ty)?.power_status(batch);
-                bounded(Some(*timeout), "GetPowerStatus", call).await?;
+                let states = bounded(Some(*timeout), "GetPowerStatus", call).await?;
+                self.observe_power(batch, &states).await;
                 Ok(())
             }
             Action::VerifyPowerStatus {
@@ -350,7 +356,7 @@ impl StepRun<'_, '_> {
                     operation.as_deref(),
                     *poll_interval,
                     *poll_timeout,
-                    first_after_resume,
+                    check_in_flight,
                 )
                 .await
             }
@@ -384,7 +390,10 @@ impl StepRun<'_, '_> {
             loop {
                 mark_seen(&mut feed);
                 match reader.power_status(batch).await {
-                    Ok(states) if all_in(batch, &states, |s| *s == expected) => return,
+                    Ok(states) if all_in(batch, &states, |s| *s == expected) => {
+                        self.observe_power(batch, &states).await;
+                        return;
+                    }
                     Ok(_) => {}
                     Err(e) => tracing::debug!(error = %e, "power status read failed; polling on"),
                 }
@@ -477,70 +486,130 @@ impl StepRun<'_, '_> {
         Ok(count)
     }
 
-    /// Starts an update on the batch, then polls until every component is
-    /// `Completed` (spec §5.5). On the first attempt after a resume,
-    /// components whose update is already accepted are only polled.
+    /// Starts an update on the batch, then polls until every started
+    /// component has ended (spec §5.5, issue 12): one failed tray does not
+    /// abandon the others mid-flash. When the request names a version,
+    /// components already at it are skipped, and a completed update must
+    /// prove itself: the version read back afterwards is the requested one
+    /// (unless `override_version_check`). Versions read back are recorded
+    /// in the inventory. With `check_in_flight` (a resume or a retry), the
+    /// firmware status is read first: updates still in flight are polled,
+    /// not restarted, and completed ones are not sent again — a retry
+    /// touches only the components that failed.
     async fn firmware(
         &self,
         batch: &[ComponentRef],
         operation: Option<&str>,
         poll_interval: Duration,
         poll_timeout: Duration,
-        first_after_resume: bool,
+        check_in_flight: bool,
     ) -> Result<(), ActionError> {
         let ty = self.step.component_type;
         let control = self.ctx.registry.firmware_control(ty)?;
         let status = self.ctx.registry.firmware_status(ty)?;
-        let to_start: Vec<ComponentRef> = if first_after_resume {
-            match status.firmware_status(batch).await {
-                Ok(states) => batch
-                    .iter()
-                    .filter(|c| !states.get(&c.external_id).is_some_and(|s| s.is_accepted()))
-                    .cloned()
-                    .collect(),
-                Err(e) => {
-                    tracing::debug!(error = %e, "firmware status read on resume failed; restarting all");
-                    batch.to_vec()
-                }
-            }
-        } else {
-            batch.to_vec()
-        };
-        if !to_start.is_empty() {
-            let request = self
-                .firmware_request(operation)
-                .map_err(ActionError::permanent)?;
-            control.firmware_start(&to_start, &request).await?;
-        } else {
-            tracing::info!(component_type = %ty, "resumed firmware update: polling, not restarting");
+        let request = self
+            .firmware_request(operation)
+            .map_err(ActionError::permanent)?;
+        let expected = named_version(&request.target_version);
+        let verify = expected.is_some() && !request.override_version_check;
+        if check_in_flight {
+            self.adopt_jobs(status, batch);
         }
-        let done_before = self.done_before(batch);
-        let mut feed = status.change_feed(batch);
+        let installed = if verify {
+            self.read_versions(status, batch, &request.sub_targets)
+                .await
+        } else {
+            HashMap::new()
+        };
+        let states = if check_in_flight {
+            status.firmware_status(batch).await.unwrap_or_else(|e| {
+                tracing::debug!(error = %e, "firmware status read before starting failed; starting all");
+                HashMap::new()
+            })
+        } else {
+            HashMap::new()
+        };
+        let mut plan = FirmwarePlan::default();
+        for c in batch {
+            let at_target = verify && installed.get(&c.external_id).map(String::as_str) == expected;
+            match states.get(&c.external_id) {
+                Some(FirmwareState::Queued | FirmwareState::Verifying) => plan.polled.push(c),
+                // Our own earlier attempt finished it: not sent again.
+                Some(FirmwareState::Completed) if !verify || at_target => plan.polled.push(c),
+                _ if at_target => plan.skipped.push(c),
+                _ => plan.started.push(c),
+            }
+        }
+        self.record_outcomes(
+            plan.skipped
+                .iter()
+                .map(|c| ComponentOutcome {
+                    component: c.external_id.clone(),
+                    status: ComponentStatus::Skipped,
+                    expected_version: expected.map(str::to_string),
+                    found_version: installed.get(&c.external_id).cloned(),
+                    job_id: None,
+                    error: None,
+                })
+                .collect(),
+        )
+        .await;
+        if !plan.skipped.is_empty() {
+            tracing::info!(
+                component_type = %ty,
+                skipped = plan.skipped.len(),
+                version = expected.unwrap_or_default(),
+                "components already at the requested firmware version: skipped"
+            );
+        }
+        if !plan.started.is_empty() {
+            let started: Vec<ComponentRef> = plan.started.iter().map(|c| (*c).clone()).collect();
+            control.firmware_start(&started, &request).await?;
+        } else if !plan.polled.is_empty() {
+            tracing::info!(component_type = %ty, "firmware updates in flight: polling, not restarting");
+        }
+        let waiting: Vec<ComponentRef> = plan
+            .started
+            .iter()
+            .chain(&plan.polled)
+            .map(|c| (*c).clone())
+            .collect();
+        let jobs = status.firmware_jobs(&waiting);
+        self.record_outcomes(
+            waiting
+                .iter()
+                .map(|c| ComponentOutcome {
+                    component: c.external_id.clone(),
+                    status: ComponentStatus::Running,
+                    expected_version: expected.map(str::to_string),
+                    found_version: None,
+                    job_id: jobs.get(&c.external_id).map(|j| j.job_id.clone()),
+                    error: None,
+                })
+                .collect(),
+        )
+        .await;
+        let done_before = self.done_before(batch) + plan.skipped.len();
+        let mut feed = status.change_feed(&waiting);
+        let mut last: HashMap<String, FirmwareState> = HashMap::new();
         let poll = async {
+            if waiting.is_empty() {
+                return;
+            }
             loop {
                 mark_seen(&mut feed);
-                match status.firmware_status(batch).await {
+                match status.firmware_status(&waiting).await {
                     Ok(states) => {
-                        let failed: Vec<&str> = batch
-                            .iter()
-                            .filter(|c| states.get(&c.external_id) == Some(&FirmwareState::Failed))
-                            .map(|c| c.external_id.as_str())
-                            .collect();
-                        let completed = batch
-                            .iter()
-                            .filter(|c| {
-                                states.get(&c.external_id) == Some(&FirmwareState::Completed)
-                            })
-                            .count();
-                        self.progress(done_before + completed, failed.len()).await;
-                        if !failed.is_empty() {
-                            return Err(ActionError::retryable(format!(
-                                "firmware update failed for components: [{}]",
-                                failed.join(" ")
-                            )));
-                        }
-                        if completed == batch.len() {
-                            return Ok(());
+                        let ended = |s: &FirmwareState| {
+                            matches!(s, FirmwareState::Completed | FirmwareState::Failed)
+                        };
+                        let completed = count_in(&waiting, &states, FirmwareState::Completed);
+                        let failed = count_in(&waiting, &states, FirmwareState::Failed);
+                        self.progress(done_before + completed, failed).await;
+                        let all_ended = all_in(&waiting, &states, ended);
+                        last = states;
+                        if all_ended {
+                            return;
                         }
                     }
                     Err(e) => {
@@ -550,14 +619,197 @@ impl StepRun<'_, '_> {
                 wait_change_or(&mut feed, poll_interval).await;
             }
         };
-        tokio::time::timeout(poll_timeout, poll)
-            .await
-            .unwrap_or_else(|_| {
-                Err(ActionError::retryable(format!(
-                    "{ty} firmware update timed out after {}",
-                    format_go_duration(poll_timeout)
-                )))
+        let timed_out = tokio::time::timeout(poll_timeout, poll).await.is_err();
+        // What is installed now, for the inventory and the proof (a batch
+        // skipped whole was read just before).
+        let found = if waiting.is_empty() {
+            installed
+        } else {
+            self.read_versions(status, batch, &request.sub_targets)
+                .await
+        };
+        let jobs = status.firmware_jobs(&waiting);
+        let mut failures = FirmwareFailures::default();
+        let mut ended = Vec::with_capacity(waiting.len());
+        for c in &waiting {
+            let id = c.external_id.as_str();
+            let found_version = found.get(id).cloned();
+            let job = jobs.get(id);
+            let (status, error) = match last.get(id) {
+                Some(FirmwareState::Completed)
+                    if verify && found.get(id).map(String::as_str) != expected =>
+                {
+                    let shown = found_version.as_deref().unwrap_or("unknown (no answer)");
+                    failures.mismatched.push(format!(
+                        "{id}: expected {}, found {shown}",
+                        expected.unwrap_or_default()
+                    ));
+                    (
+                        ComponentStatus::Failed,
+                        Some(format!(
+                            "version check failed: expected {}, found {shown}",
+                            expected.unwrap_or_default()
+                        )),
+                    )
+                }
+                Some(FirmwareState::Completed) => (ComponentStatus::Completed, None),
+                Some(FirmwareState::Failed) => {
+                    failures.failed.push(id.to_string());
+                    (
+                        ComponentStatus::Failed,
+                        Some(
+                            job.and_then(|j| j.error.clone())
+                                .unwrap_or_else(|| "firmware update failed".to_string()),
+                        ),
+                    )
+                }
+                _ => {
+                    failures.unfinished.push(id.to_string());
+                    (
+                        ComponentStatus::Failed,
+                        Some(format!(
+                            "update not finished after {}",
+                            format_go_duration(poll_timeout)
+                        )),
+                    )
+                }
+            };
+            ended.push(ComponentOutcome {
+                component: id.to_string(),
+                status,
+                expected_version: expected.map(str::to_string),
+                found_version,
+                job_id: job.map(|j| j.job_id.clone()),
+                error,
+            });
+        }
+        let proven = ended
+            .iter()
+            .filter(|o| o.status == ComponentStatus::Completed)
+            .count();
+        let unproven = ended.len() - proven;
+        self.record_outcomes(ended).await;
+        // The counters follow the proof, not the provider's "Completed".
+        self.progress(done_before + proven, unproven).await;
+        if timed_out {
+            return Err(ActionError::retryable(format!(
+                "{ty} firmware update timed out after {}",
+                format_go_duration(poll_timeout)
+            )));
+        }
+        failures.into_result()
+    }
+
+    /// Reads installed versions of `batch` and records them in the
+    /// inventory; a failed read is logged and gives an empty map (every
+    /// component "did not answer").
+    async fn read_versions(
+        &self,
+        status: &dyn crate::manager::FirmwareStatus,
+        batch: &[ComponentRef],
+        sub_targets: &[String],
+    ) -> HashMap<String, String> {
+        let versions = match status.installed_versions(batch, sub_targets).await {
+            Ok(versions) => versions,
+            Err(e) => {
+                tracing::warn!(component_type = %self.step.component_type, error = %e, "firmware version read-back failed");
+                return HashMap::new();
+            }
+        };
+        let now = Utc::now();
+        let observations: Vec<Observation> = batch
+            .iter()
+            .filter_map(|c| {
+                Some(Observation {
+                    component_id: c.id,
+                    firmware_version: Some(versions.get(&c.external_id)?.clone()),
+                    power_state: None,
+                    observed_at: now,
+                })
             })
+            .collect();
+        self.observe(&observations).await;
+        versions
+    }
+
+    /// After a power operation: reads the batch's power states back for
+    /// the inventory, when the type's manager can and an observer listens.
+    /// A failed read only logs: the operation itself succeeded.
+    async fn read_back_power(&self, batch: &[ComponentRef]) {
+        if self.ctx.observer.is_none() {
+            return;
+        }
+        let Ok(reader) = self.ctx.registry.power_status(self.step.component_type) else {
+            return;
+        };
+        match reader.power_status(batch).await {
+            Ok(states) => self.observe_power(batch, &states).await,
+            Err(e) => tracing::debug!(error = %e, "power state read-back failed"),
+        }
+    }
+
+    /// Records power states read from `batch` in the inventory.
+    async fn observe_power(&self, batch: &[ComponentRef], states: &HashMap<String, PowerState>) {
+        let now = Utc::now();
+        let observations: Vec<Observation> = batch
+            .iter()
+            .filter_map(|c| {
+                let state = states.get(&c.external_id)?;
+                Some(Observation {
+                    component_id: c.id,
+                    firmware_version: None,
+                    power_state: Some(state.name().to_string()),
+                    observed_at: now,
+                })
+            })
+            .collect();
+        self.observe(&observations).await;
+    }
+
+    async fn observe(&self, observations: &[Observation]) {
+        if let (Some(observer), false) = (self.ctx.observer, observations.is_empty()) {
+            observer.observed(observations).await;
+        }
+    }
+
+    /// Hands the provider the jobs a previous process started for `batch`
+    /// (the persisted report's running components with a job id).
+    fn adopt_jobs(&self, status: &dyn crate::manager::FirmwareStatus, batch: &[ComponentRef]) {
+        let report = self.ctx.reporter.snapshot();
+        let Some(step) = report.stage(self.stage).and_then(|s| {
+            s.steps
+                .iter()
+                .find(|s| s.component_type == self.step.component_type)
+        }) else {
+            return;
+        };
+        let jobs: Vec<(ComponentRef, String)> = batch
+            .iter()
+            .filter_map(|c| {
+                let outcome = step
+                    .components
+                    .iter()
+                    .find(|o| o.component == c.external_id)?;
+                let job_id = outcome.job_id.clone()?;
+                (outcome.status == ComponentStatus::Running).then(|| (c.clone(), job_id))
+            })
+            .collect();
+        if !jobs.is_empty() {
+            status.adopt_firmware_jobs(&jobs);
+        }
+    }
+
+    /// Records outcomes in one report change (one snapshot pushed).
+    async fn record_outcomes(&self, outcomes: Vec<ComponentOutcome>) {
+        if outcomes.is_empty() {
+            return;
+        }
+        self.update(|s, _| {
+            for outcome in outcomes {
+                s.record(outcome);
+            }
+        })
+        .await;
     }
 
     /// Components of earlier batches (already done) for progress counts.
@@ -622,6 +874,86 @@ impl StepRun<'_, '_> {
                 .map_err(|_| "firmware credentials: not in the expected form".to_string())?;
         Ok(credentials.for_type(self.step.component_type))
     }
+}
+
+/// How a firmware attempt treats each component of its batch.
+#[derive(Default)]
+struct FirmwarePlan<'a> {
+    /// Not sent: already at the requested version.
+    skipped: Vec<&'a ComponentRef>,
+    /// Sent an update now.
+    started: Vec<&'a ComponentRef>,
+    /// In flight or finished by an earlier attempt: only polled.
+    polled: Vec<&'a ComponentRef>,
+}
+
+/// What went wrong with a batch's updates, once every one has ended.
+#[derive(Default)]
+struct FirmwareFailures {
+    failed: Vec<String>,
+    mismatched: Vec<String>,
+    unfinished: Vec<String>,
+}
+
+/// Mismatches listed in an error before "and N more" (the rack manager's
+/// post-activation check lists as many).
+const MISMATCHES_LISTED: usize = 5;
+
+impl FirmwareFailures {
+    fn into_result(self) -> Result<(), ActionError> {
+        let mut parts = Vec::new();
+        if !self.failed.is_empty() {
+            parts.push(format!(
+                "firmware update failed for components: [{}]",
+                self.failed.join(" ")
+            ));
+        }
+        if !self.unfinished.is_empty() {
+            parts.push(format!(
+                "firmware update did not finish for components: [{}]",
+                self.unfinished.join(" ")
+            ));
+        }
+        if !self.mismatched.is_empty() {
+            let mut listed =
+                self.mismatched[..self.mismatched.len().min(MISMATCHES_LISTED)].join("; ");
+            if self.mismatched.len() > MISMATCHES_LISTED {
+                listed.push_str(&format!(
+                    "; and {} more",
+                    self.mismatched.len() - MISMATCHES_LISTED
+                ));
+            }
+            parts.push(format!("firmware version check failed: {listed}"));
+        }
+        if parts.is_empty() {
+            Ok(())
+        } else {
+            Err(ActionError::retryable(parts.join("; ")))
+        }
+    }
+}
+
+/// The version an update installs, when its target names one: not empty
+/// (the manager's default) and not a JSON document (a per-type section
+/// that is itself an object describes more than one version).
+fn named_version(target: &str) -> Option<&str> {
+    let target = target.trim();
+    if target.is_empty() || target.starts_with('{') || target.starts_with('[') {
+        None
+    } else {
+        Some(target)
+    }
+}
+
+fn count_in(
+    batch: &[ComponentRef],
+    states: &HashMap<String, FirmwareState>,
+    wanted: FirmwareState,
+) -> usize {
+    batch
+        .iter()
+        .filter(|c| states.get(&c.external_id) == Some(&wanted))
+        .count()
 }
 
 /// A layered target version (a JSON object keyed `compute`, `nvswitch`,

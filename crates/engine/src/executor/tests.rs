@@ -1,7 +1,10 @@
 //! Executor tests on the sim, with tokio's paused clock: timings are exact
 //! and no test sleeps for real.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
+
+use rackflow_domain::report::ComponentStatus;
 
 use serde_json::json;
 use tokio::time::Instant;
@@ -391,6 +394,290 @@ async fn firmware_failure_names_components() {
     assert_eq!((step.completed_components, step.failed_components), (2, 1));
 }
 
+/// Collects what the executor read back for the inventory.
+#[derive(Default)]
+struct Observations(Mutex<Vec<Observation>>);
+
+#[async_trait]
+impl InventoryObserver for Observations {
+    async fn observed(&self, observations: &[Observation]) {
+        self.0.lock().unwrap().extend_from_slice(observations);
+    }
+}
+
+impl Observations {
+    /// The last observed firmware version per component id.
+    fn versions(&self) -> HashMap<Uuid, String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|o| Some((o.component_id, o.firmware_version.clone()?)))
+            .collect()
+    }
+    fn power(&self) -> HashMap<Uuid, String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|o| Some((o.component_id, o.power_state.clone()?)))
+            .collect()
+    }
+}
+
+fn observed_fleet(config: SimConfig) -> (Arc<SimFleet>, LocalExecutor, Arc<Observations>) {
+    let (fleet, executor) = fleet(config);
+    let observations = Arc::new(Observations::default());
+    let executor = executor.with_observer(Some(observations.clone()));
+    (fleet, executor, observations)
+}
+
+fn firmware_starts(fleet: &SimFleet) -> Vec<Vec<String>> {
+    fleet
+        .call_log(0)
+        .into_iter()
+        .filter(|e| e.call == "firmware_start")
+        .map(|e| e.components)
+        .collect()
+}
+
+fn outcomes(report: &Report) -> Vec<(String, ComponentStatus, Option<String>)> {
+    report.stages[0].steps[0]
+        .components
+        .iter()
+        .map(|c| (c.component.clone(), c.status, c.found_version.clone()))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn installed_versions_are_read_back_and_a_rerun_skips_every_component() {
+    let (fleet, executor, observed) = observed_fleet(steady());
+    let targets = components(ComponentType::Compute, "c", 3);
+    let first = job(
+        firmware("2.0.0"),
+        firmware_step(one_attempt()),
+        targets.clone(),
+    );
+    let (outcome, recorder) = run(&executor, first).await;
+    assert_eq!(outcome, TaskOutcome::Completed);
+    let versions = observed.versions();
+    for c in &targets {
+        assert_eq!(versions.get(&c.id).map(String::as_str), Some("2.0.0"));
+    }
+    let done = |id: &str| {
+        (
+            id.to_string(),
+            ComponentStatus::Completed,
+            Some("2.0.0".to_string()),
+        )
+    };
+    assert_eq!(
+        outcomes(&recorder.last()),
+        vec![done("c-0"), done("c-1"), done("c-2")]
+    );
+
+    // The same rollout again: nothing is sent, every component is reported
+    // skipped, the step completes.
+    let second = job(
+        firmware("2.0.0"),
+        firmware_step(one_attempt()),
+        targets.clone(),
+    );
+    let (outcome, recorder) = run(&executor, second).await;
+    assert_eq!(outcome, TaskOutcome::Completed);
+    assert_eq!(firmware_starts(&fleet).len(), 1, "no second update");
+    let skipped = |id: &str| {
+        (
+            id.to_string(),
+            ComponentStatus::Skipped,
+            Some("2.0.0".to_string()),
+        )
+    };
+    assert_eq!(
+        outcomes(&recorder.last()),
+        vec![skipped("c-0"), skipped("c-1"), skipped("c-2")]
+    );
+    assert_eq!(recorder.last().stages[0].steps[0].completed_components, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tray_that_silently_keeps_its_firmware_fails_with_expected_and_found() {
+    let (fleet, executor, observed) = observed_fleet(steady());
+    fleet.set_faults(vec![SimFault {
+        component: Some("c-1".into()),
+        operation: FaultOperation::Firmware,
+        effect: FaultEffect::Stale,
+        ..SimFault::default()
+    }]);
+    let targets = components(ComponentType::Compute, "c", 3);
+    let (outcome, recorder) = run(
+        &executor,
+        job(
+            firmware("2.0.0"),
+            firmware_step(one_attempt()),
+            targets.clone(),
+        ),
+    )
+    .await;
+    assert_eq!(
+        outcome,
+        TaskOutcome::Failed(
+            "stage 1 failed: component type Compute failed: firmware version check failed: \
+             c-1: expected 2.0.0, found 1.0.0"
+                .to_string()
+        )
+    );
+    let report = recorder.last();
+    let step = &report.stages[0].steps[0];
+    assert_eq!((step.completed_components, step.failed_components), (2, 1));
+    let c1 = &step.components[1];
+    assert_eq!(c1.status, ComponentStatus::Failed);
+    assert_eq!(c1.expected_version.as_deref(), Some("2.0.0"));
+    assert_eq!(c1.found_version.as_deref(), Some("1.0.0"));
+    // The inventory learns the truth, not the request.
+    assert_eq!(
+        observed.versions().get(&targets[1].id).map(String::as_str),
+        Some("1.0.0")
+    );
+
+    // override_version_check: the same silence is accepted.
+    let mut info = firmware("2.0.0");
+    if let Some(f) = info.firmware.as_mut() {
+        f.override_version_check = true;
+    }
+    let (outcome, _) = run(&executor, job(info, firmware_step(one_attempt()), targets)).await;
+    assert_eq!(outcome, TaskOutcome::Completed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_reflashes_only_the_tray_whose_version_did_not_change() {
+    let (fleet, executor) = fleet(steady());
+    fleet.set_faults(vec![SimFault {
+        component: Some("c-1".into()),
+        operation: FaultOperation::Firmware,
+        effect: FaultEffect::Stale,
+        ..SimFault::default()
+    }]);
+    // Polls rarely (the built-in rule's 2 m): the sim's change feed must
+    // wake the retry's poller when the re-flash ends.
+    let def = definition(json!([
+        { "component_type": "Compute", "stage": 1,
+          "retry": { "max_attempts": 2, "initial_interval": "1s" },
+          "main_operation": { "name": "FirmwareControl",
+                              "parameters": { "poll_interval": "2m", "poll_timeout": "30m" } } },
+    ]));
+    let start = Instant::now();
+    let (outcome, _) = run(
+        &executor,
+        job(
+            firmware("2.0.0"),
+            def,
+            components(ComponentType::Compute, "c", 3),
+        ),
+    )
+    .await;
+    assert_eq!(
+        outcome,
+        TaskOutcome::Failed(
+            "stage 1 failed: component type Compute failed: firmware version check failed: \
+             c-1: expected 2.0.0, found 1.0.0"
+                .to_string()
+        )
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        firmware_starts(&fleet),
+        vec![
+            vec!["c-0".to_string(), "c-1".to_string(), "c-2".to_string()],
+            vec!["c-1".to_string()],
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_failed_tray_waits_for_the_batch_and_a_retry_resends_only_it() {
+    let (fleet, executor) = fleet(steady());
+    fleet.set_faults(vec![
+        SimFault {
+            component: Some("c-1".into()),
+            operation: FaultOperation::Firmware,
+            effect: FaultEffect::Fail,
+            ..SimFault::default()
+        },
+        // c-0 flashes ten times longer: still flashing when c-1 fails.
+        SimFault {
+            component: Some("c-0".into()),
+            operation: FaultOperation::Firmware,
+            effect: FaultEffect::Slow,
+            ..SimFault::default()
+        },
+    ]);
+    let retry = json!({ "max_attempts": 2, "initial_interval": "1s" });
+    let (outcome, recorder) = run(
+        &executor,
+        job(
+            firmware("2.0.0"),
+            firmware_step(retry),
+            components(ComponentType::Compute, "c", 3),
+        ),
+    )
+    .await;
+    assert_eq!(
+        outcome,
+        TaskOutcome::Failed(
+            "stage 1 failed: component type Compute failed: firmware update failed for components: [c-1]"
+                .to_string()
+        )
+    );
+    assert_eq!(
+        firmware_starts(&fleet),
+        vec![
+            vec!["c-0".to_string(), "c-1".to_string(), "c-2".to_string()],
+            vec!["c-1".to_string()],
+        ],
+        "the retry re-sends only the failed tray"
+    );
+    let states = fleet.component_states(&[]);
+    assert!(
+        states
+            .iter()
+            .filter(|s| s.component != "c-1")
+            .all(|s| s.firmware_version == "2.0.0")
+    );
+    let report = recorder.last();
+    let statuses: Vec<_> = outcomes(&report)
+        .into_iter()
+        .map(|(c, s, _)| (c, s))
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![
+            ("c-0".to_string(), ComponentStatus::Completed),
+            ("c-1".to_string(), ComponentStatus::Failed),
+            ("c-2".to_string(), ComponentStatus::Completed),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn power_steps_record_the_state_read_back() {
+    let (_fleet, executor, observed) = observed_fleet(steady());
+    let def = definition(json!([
+        { "component_type": "Compute", "stage": 1, "main_operation": { "name": "PowerControl" } },
+    ]));
+    let targets = components(ComponentType::Compute, "c", 2);
+    let (outcome, _) = run(&executor, job(power("power_off"), def, targets.clone())).await;
+    assert_eq!(outcome, TaskOutcome::Completed);
+    let power = observed.power();
+    for c in &targets {
+        assert_eq!(power.get(&c.id).map(String::as_str), Some("Off"));
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn firmware_timeout_names_type_and_duration() {
     let (fleet, executor) = fleet(steady());
@@ -416,8 +703,8 @@ async fn firmware_timeout_names_type_and_duration() {
                 .to_string()
         )
     );
-    // 20 ms start call + 30 s of polling.
-    assert_eq!(start.elapsed(), Duration::from_millis(30_020));
+    // 20 ms version read, 20 ms start call, 30 s of polling, 20 ms read-back.
+    assert_eq!(start.elapsed(), Duration::from_millis(30_060));
 }
 
 #[tokio::test(start_paused = true)]
@@ -522,7 +809,14 @@ async fn resume_skips_completed_stages_and_repolls_firmware() {
         .collect();
     assert!(!calls.iter().any(|c| c == "power_control"), "{calls:?}");
     assert!(!calls.iter().any(|c| c == "firmware_start"), "{calls:?}");
-    assert!(calls.iter().all(|c| c == "firmware_status"));
+    // Only reads: the update's status, and the installed versions (before,
+    // to skip components already at 3.0.0, and after, as the proof).
+    assert!(
+        calls
+            .iter()
+            .all(|c| c == "firmware_status" || c == "firmware_inventory"),
+        "{calls:?}"
+    );
     // The update kept its original schedule: started at ~0.2 s, ends ~10.2 s.
     assert!(
         start.elapsed() <= Duration::from_secs(9),
@@ -561,8 +855,10 @@ async fn resume_restarts_firmware_that_never_started() {
     let (outcome, _) = run(&executor, resumed).await;
     assert_eq!(outcome, TaskOutcome::Completed);
     let calls: Vec<String> = fleet.call_log(0).iter().map(|e| e.call.clone()).collect();
-    assert_eq!(calls[0], "firmware_status");
-    assert_eq!(calls[1], "firmware_start");
+    assert_eq!(
+        calls[..3],
+        ["firmware_inventory", "firmware_status", "firmware_start"]
+    );
 }
 
 /// A manager with power capabilities only (backed by the sim).

@@ -182,6 +182,14 @@ pub struct FirmwareRequest {
     pub credentials: Option<rackflow_domain::run::SecretText>,
 }
 
+/// A provider's job for one component's update.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FirmwareJob {
+    pub job_id: String,
+    /// The job's error code and message once it failed.
+    pub error: Option<String>,
+}
+
 /// Everything a manager call or a registry lookup can fail with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ManagerError {
@@ -246,6 +254,30 @@ pub trait FirmwareStatus: Send + Sync {
         &self,
         components: &[ComponentRef],
     ) -> Result<HashMap<String, FirmwareState>, ManagerError>;
+
+    /// The firmware version installed on each component, read back from
+    /// the hardware now (not remembered from an update), keyed by external
+    /// id; a component missing from the map did not answer. `sub_targets`
+    /// are the update's sub-targets: a provider whose hardware reports one
+    /// version per sub-component reads the one the update addressed.
+    async fn installed_versions(
+        &self,
+        components: &[ComponentRef],
+        sub_targets: &[String],
+    ) -> Result<HashMap<String, String>, ManagerError>;
+
+    /// The provider's own record of each component's update (the rack
+    /// manager's job id and, once failed, its error), keyed by external id,
+    /// for the task report. Default: the provider keeps none.
+    fn firmware_jobs(&self, _components: &[ComponentRef]) -> HashMap<String, FirmwareJob> {
+        HashMap::new()
+    }
+
+    /// Takes over updates a previous process started (job ids from the
+    /// persisted task report), so that after a restart their status is
+    /// polled instead of an update being started again. Default: the
+    /// provider has nothing to adopt (its status survives on its own).
+    fn adopt_firmware_jobs(&self, _jobs: &[(ComponentRef, String)]) {}
 
     /// A counter bumped whenever the state of one of `components` may have
     /// changed, for providers that can push: pollers wait on it *or* their

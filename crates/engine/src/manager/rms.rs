@@ -22,11 +22,14 @@
 //!   until the job is terminal or `job_timeout` passed (then the update
 //!   counts as failed). Job states map Queued → Queued, Running → Verifying,
 //!   Completed → Completed, Failed → Failed; each change wakes the
-//!   executor through [`FirmwareStatus::change_feed`]. A component whose job
-//!   this process did not start is not in the status map (it "did not
-//!   answer"), so after a Flow restart the update is started again; the
-//!   rack manager's node exclusion refuses a duplicate while the old job
-//!   still runs, which fails that attempt and lets the executor retry.
+//!   executor through [`FirmwareStatus::change_feed`]. A failed job's error
+//!   code and message, and every job id, reach the task report through
+//!   [`FirmwareStatus::firmware_jobs`]. The executor persists the job ids in
+//!   the report; after a Flow restart it hands them back
+//!   ([`FirmwareStatus::adopt_firmware_jobs`]) and the same jobs are polled
+//!   to completion instead of an update being started again.
+//! * installed versions: `GetNodeFirmwareInventory`, the entry of the
+//!   update's single sub-target or else `version_entry` (default `BMC`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -40,8 +43,8 @@ use tokio::time::Instant;
 use tonic::transport::Channel;
 
 use super::{
-    ChangeFeeds, ComponentManager, ComponentRef, FirmwareControl, FirmwareRequest, FirmwareState,
-    FirmwareStatus, ManagerError, PowerControl, PowerOp, PowerState, PowerStatus,
+    ChangeFeeds, ComponentManager, ComponentRef, FirmwareControl, FirmwareJob, FirmwareRequest,
+    FirmwareState, FirmwareStatus, ManagerError, PowerControl, PowerOp, PowerState, PowerStatus,
 };
 use crate::background::Background;
 
@@ -70,6 +73,9 @@ pub struct RmsProviderConfig {
     pub firmware_target: String,
     /// Ask the rack manager to activate firmware after flashing.
     pub activate: bool,
+    /// The firmware-inventory entry whose version is the component's
+    /// installed version when an update names no single sub-target.
+    pub version_entry: String,
     /// TLS to the rack manager (`[rms.tls]`: `ca`, `cert`, `key`,
     /// `server_name`); used when `address` is `https://`.
     pub tls: rackflow_security::ClientTlsFiles,
@@ -94,6 +100,7 @@ impl Default for RmsProviderConfig {
             firmware_file: "{component_type}-{version}.fwpkg".to_owned(),
             firmware_target: String::new(),
             activate: false,
+            version_entry: "BMC".to_owned(),
             tls: rackflow_security::ClientTlsFiles::default(),
         }
     }
@@ -111,6 +118,8 @@ pub enum RmsProviderError {
 struct TrackedJob {
     job_id: String,
     state: FirmwareState,
+    /// The job's error code and message once it failed.
+    error: Option<String>,
 }
 
 /// Flow's manager backed by a rack manager. Share as `Arc<RmsManager>`.
@@ -195,13 +204,15 @@ impl RmsManager {
         let changes = Arc::clone(&self.changes);
         let stop = self.pollers.token().clone();
         let interval = Duration::from_millis(self.config.poll_interval_ms.max(1));
-        let deadline = Instant::now() + Duration::from_secs(self.config.job_timeout_secs);
+        let timeout_secs = self.config.job_timeout_secs;
+        let deadline = Instant::now() + Duration::from_secs(timeout_secs);
         self.pollers.spawn("rack-manager job poller", async move {
             loop {
                 tokio::select! {
                     () = stop.cancelled() => return,
                     () = tokio::time::sleep(interval) => {}
                 }
+                let mut error = None;
                 let state = match client
                     .get_job_status(pb::GetJobStatusRequest {
                         job_id: job_id.clone(),
@@ -209,13 +220,16 @@ impl RmsManager {
                     })
                     .await
                 {
-                    Ok(resp) => resp
-                        .into_inner()
-                        .job_states
-                        .first()
-                        .map(|s| firmware_state(s.execution_state)),
+                    Ok(resp) => resp.into_inner().job_states.first().map(|s| {
+                        let state = firmware_state(s.execution_state);
+                        if state == FirmwareState::Failed {
+                            error = Some(job_error(s));
+                        }
+                        state
+                    }),
                     Err(status) if status.code() == tonic::Code::NotFound => {
                         // Evicted or lost by a restarted rack manager.
+                        error = Some(format!("job {job_id} not found: {}", status.message()));
                         Some(FirmwareState::Failed)
                     }
                     Err(status) => {
@@ -225,13 +239,17 @@ impl RmsManager {
                 };
                 let state = match state {
                     Some(state) => state,
-                    None if Instant::now() >= deadline => FirmwareState::Failed,
+                    None if Instant::now() >= deadline => FirmwareState::Unknown,
                     None => continue,
                 };
                 let state = if Instant::now() >= deadline
                     && !matches!(state, FirmwareState::Completed | FirmwareState::Failed)
                 {
                     tracing::warn!(job_id, "rack manager firmware job timed out");
+                    error = Some(format!(
+                        "polling firmware job {job_id} exceeded timeout of {}s",
+                        timeout_secs
+                    ));
                     FirmwareState::Failed
                 } else {
                     state
@@ -243,6 +261,7 @@ impl RmsManager {
                         Some(tracked) if tracked.job_id != job_id => return,
                         Some(tracked) if tracked.state != state => {
                             tracked.state = state;
+                            tracked.error = error;
                             true
                         }
                         Some(_) => false,
@@ -257,6 +276,21 @@ impl RmsManager {
                 }
             }
         });
+    }
+}
+
+/// A failed job's error for the task report: code and message.
+fn job_error(status: &pb::JobStatus) -> String {
+    let code = pb::JobError::try_from(status.error_code)
+        .map(|c| c.as_str_name().to_owned())
+        .unwrap_or_else(|_| status.error_code.to_string());
+    if status.error_message.is_empty() {
+        format!("job {} failed ({code})", status.job_id)
+    } else {
+        format!(
+            "job {} failed ({code}): {}",
+            status.job_id, status.error_message
+        )
     }
 }
 
@@ -405,6 +439,7 @@ impl FirmwareControl for RmsManager {
                         TrackedJob {
                             job_id: resp.job_id.clone(),
                             state: FirmwareState::Queued,
+                            error: None,
                         },
                     );
                     self.spawn_poller(key(component), resp.job_id);
@@ -440,12 +475,107 @@ impl FirmwareStatus for RmsManager {
             .collect())
     }
 
+    fn firmware_jobs(&self, components: &[ComponentRef]) -> HashMap<String, FirmwareJob> {
+        let jobs = lock(&self.jobs);
+        components
+            .iter()
+            .filter_map(|c| {
+                let tracked = jobs.get(&key(c))?;
+                Some((
+                    c.external_id.clone(),
+                    FirmwareJob {
+                        job_id: tracked.job_id.clone(),
+                        error: tracked.error.clone(),
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// Tracks and polls jobs a previous Flow process started; a component
+    /// already tracked keeps its job.
+    fn adopt_firmware_jobs(&self, jobs: &[(ComponentRef, String)]) {
+        for (component, job_id) in jobs {
+            let adopted = match lock(&self.jobs).entry(key(component)) {
+                std::collections::hash_map::Entry::Occupied(_) => false,
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(TrackedJob {
+                        job_id: job_id.clone(),
+                        state: FirmwareState::Queued,
+                        error: None,
+                    });
+                    true
+                }
+            };
+            if adopted {
+                tracing::info!(
+                    component = %component.external_id,
+                    rack = %component.rack,
+                    job_id = %job_id,
+                    "adopted a rack manager firmware job started before a restart"
+                );
+                self.spawn_poller(key(component), job_id.clone());
+            }
+        }
+    }
+
+    /// `GetNodeFirmwareInventory` per component; the entry read is the
+    /// one the update addressed (its single sub-target) or else
+    /// `version_entry` (names compared without case). A component whose
+    /// read fails or lacks that entry is left out: it did not answer.
+    async fn installed_versions(
+        &self,
+        components: &[ComponentRef],
+        sub_targets: &[String],
+    ) -> Result<HashMap<String, String>, ManagerError> {
+        let entry = match sub_targets {
+            [one] => one.as_str(),
+            _ => self.config.version_entry.as_str(),
+        };
+        let mut versions = HashMap::new();
+        for component in components {
+            let resp = self
+                .client
+                .clone()
+                .get_node_firmware_inventory(pb::GetNodeFirmwareInventoryRequest {
+                    node_id: component.external_id.clone(),
+                    rack_id: component.rack.clone(),
+                })
+                .await;
+            let Ok(resp) = resp.map(tonic::Response::into_inner) else {
+                continue;
+            };
+            if resp.status != pb::ReturnCode::Success as i32 {
+                continue;
+            }
+            if let Some(found) = inventory_version(&resp.firmware_list, entry) {
+                versions.insert(component.external_id.clone(), found);
+            }
+        }
+        Ok(versions)
+    }
+
     fn change_feed(
         &self,
         components: &[ComponentRef],
     ) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.changes.subscribe(components)
     }
+}
+
+/// The version of inventory entry `entry`: matched by name, or by the last
+/// segment of its Redfish URI, without case.
+fn inventory_version(list: &[pb::FirmwareInventoryInfo], entry: &str) -> Option<String> {
+    list.iter()
+        .find(|info| {
+            info.name.eq_ignore_ascii_case(entry)
+                || info
+                    .target
+                    .rsplit('/')
+                    .next()
+                    .is_some_and(|last| last.eq_ignore_ascii_case(entry))
+        })
+        .map(|info| info.version.clone())
 }
 
 impl ComponentManager for RmsManager {
@@ -509,6 +639,27 @@ mod tests {
                 ("BIOS", "compute-latest.fwpkg")
             ]
         );
+    }
+
+    #[test]
+    fn inventory_entries_match_by_name_or_uri() {
+        let entry = |name: &str, version: &str| pb::FirmwareInventoryInfo {
+            name: name.into(),
+            version: version.into(),
+            target: format!("/redfish/v1/UpdateService/FirmwareInventory/{name}"),
+            ..Default::default()
+        };
+        let list = [entry("BIOS", "1.1"), entry("BMC", "2.0.0")];
+        assert_eq!(inventory_version(&list, "bmc").as_deref(), Some("2.0.0"));
+        assert_eq!(inventory_version(&list, "BIOS").as_deref(), Some("1.1"));
+        assert_eq!(inventory_version(&list, "nvos"), None);
+        let by_uri = [pb::FirmwareInventoryInfo {
+            name: "Baseboard firmware".into(),
+            version: "7".into(),
+            target: "/redfish/v1/UpdateService/FirmwareInventory/PSU".into(),
+            ..Default::default()
+        }];
+        assert_eq!(inventory_version(&by_uri, "psu").as_deref(), Some("7"));
     }
 
     #[test]

@@ -90,6 +90,10 @@ pub enum FaultEffect {
     Hang,
     /// Ten times the latency.
     Slow,
+    /// Firmware updates report `Completed` but the installed version stays
+    /// the old one (a tray that silently ignores its image); power calls are
+    /// unaffected.
+    Stale,
 }
 
 impl FaultEffect {
@@ -98,15 +102,17 @@ impl FaultEffect {
             FaultEffect::Fail => "fail",
             FaultEffect::Hang => "hang",
             FaultEffect::Slow => "slow",
+            FaultEffect::Stale => "stale",
         }
     }
 
-    /// `fail`, `hang`, `slow`; empty = fail.
+    /// `fail`, `hang`, `slow`, `stale`; empty = fail.
     pub fn parse(text: &str) -> Option<FaultEffect> {
         match text.trim().to_ascii_lowercase().as_str() {
             "fail" | "" => Some(FaultEffect::Fail),
             "hang" => Some(FaultEffect::Hang),
             "slow" => Some(FaultEffect::Slow),
+            "stale" => Some(FaultEffect::Stale),
             _ => None,
         }
     }

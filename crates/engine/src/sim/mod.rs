@@ -67,7 +67,8 @@ const SLOW_FACTOR: u64 = 10;
 pub struct SimCall {
     /// 1, 2, 3, … in call order.
     pub sequence: u64,
-    /// `power_control`, `power_status`, `firmware_start`, `firmware_status`.
+    /// `power_control`, `power_status`, `firmware_start`, `firmware_status`,
+    /// `firmware_inventory`.
     pub call: String,
     pub component_type: ComponentType,
     /// External ids, in call order.
@@ -167,7 +168,9 @@ impl SimComponent {
         let state = update.state_at(now);
         match state {
             FirmwareState::Completed => {
-                self.firmware_version = update.target.clone();
+                if update.fate != Some(FaultEffect::Stale) {
+                    self.firmware_version = update.target.clone();
+                }
                 update.ended = Some(state);
             }
             FirmwareState::Failed => update.ended = Some(state),
@@ -315,15 +318,20 @@ impl SimFleet {
                 }
                 Some(FaultEffect::Hang) => plan.hang = true,
                 Some(FaultEffect::Fail) => plan.failed.push(component.external_id.clone()),
-                Some(FaultEffect::Slow) | None => {}
+                Some(FaultEffect::Slow | FaultEffect::Stale) | None => {}
             }
             plan.latency = plan.latency.max(latency);
             plan.effects.push(effect);
         }
-        let outcome = [FaultEffect::Hang, FaultEffect::Fail, FaultEffect::Slow]
-            .into_iter()
-            .find(|e| plan.effects.contains(&Some(*e)))
-            .map_or("ok", FaultEffect::as_str);
+        let outcome = [
+            FaultEffect::Hang,
+            FaultEffect::Fail,
+            FaultEffect::Slow,
+            FaultEffect::Stale,
+        ]
+        .into_iter()
+        .find(|e| plan.effects.contains(&Some(*e)))
+        .map_or("ok", FaultEffect::as_str);
         let sequence = inner.next_sequence;
         inner.next_sequence += 1;
         if inner.log.len() >= CALL_LOG_CAPACITY {
@@ -614,6 +622,34 @@ impl FirmwareStatus for SimFleet {
                     .as_ref()
                     .map_or(FirmwareState::Unknown, |u| u.state_at(now));
                 Some((c.external_id.clone(), state))
+            })
+            .collect())
+    }
+
+    async fn installed_versions(
+        &self,
+        components: &[ComponentRef],
+        _sub_targets: &[String],
+    ) -> Result<HashMap<String, String>, ManagerError> {
+        if components.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let plan = self.plan(
+            "firmware_inventory",
+            String::new(),
+            components,
+            None,
+            self.call_ms(),
+        );
+        wait(plan.latency).await;
+        let now = Instant::now();
+        let mut inner = self.lock();
+        Ok(components
+            .iter()
+            .filter_map(|c| {
+                let sim = inner.components.get_mut(&c.external_id)?;
+                sim.settle(now);
+                Some((c.external_id.clone(), sim.firmware_version.clone()))
             })
             .collect())
     }

@@ -68,6 +68,9 @@ pub fn new_component(field: &str, c: &pb::Component, rack_id: Option<Uuid>) -> C
         bmcs: bmcs(field, &c.bmcs)?,
         external_id: non_empty(&c.component_id),
         power_state: non_empty(&c.power_state),
+        // What a client sends is a claim; only a component manager observes.
+        firmware_observed_at: None,
+        power_observed_at: None,
         created_at: now,
         updated_at: now,
         deleted_at: None,
@@ -170,6 +173,8 @@ pub fn pb_component(c: &Component, rack_external_id: Option<&str>) -> pb::Compon
         rack_id: c.rack_id.map(pb_uuid),
         power_state: c.power_state.clone().unwrap_or_default(),
         rack_external_id: rack_external_id.unwrap_or_default().to_string(),
+        firmware_observed_at: c.firmware_observed_at.map(super::timestamp),
+        power_state_observed_at: c.power_observed_at.map(super::timestamp),
         ..Default::default()
     }
 }

@@ -1,0 +1,395 @@
+//! Firmware truth (issue 12) through the real gRPC API, on SQLite and
+//! PostgreSQL, with the simulated fleet: the inventory records the versions
+//! and power states read back from the hardware, a completed upgrade proves
+//! itself (a tray that silently keeps its old image fails with expected and
+//! found versions), re-running a rollout skips every component, and a
+//! firmware task's maintenance window holds it or refuses it.
+
+use rackflow_testkit as common;
+use rackflow_testkit::both_stores;
+
+use std::time::Duration;
+
+use common::{Backend, TestServer, fixture_fleet, fixture_id, uuid};
+use rackflow_api::sim::v1 as simpb;
+use rackflow_api::sim::v1::sim_admin_client::SimAdminClient;
+use rackflow_api::v1 as pb;
+use rackflow_engine::sim::SimConfig;
+use rackflow_server::Config;
+use serde_json::Value;
+use tonic::Code;
+use tonic::transport::Channel;
+use uuid::Uuid;
+
+both_stores!(
+    a_rollout_records_versions_proves_them_and_a_rerun_skips,
+    a_tray_that_keeps_its_old_firmware_fails_the_task,
+    power_steps_record_power_states,
+    a_maintenance_window_holds_refuses_and_closes,
+);
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn config() -> Config {
+    let mut config = Config {
+        sim: SimConfig {
+            power_ms: 20,
+            firmware_update_ms: 50,
+            jitter: 0.0,
+            ..SimConfig::default()
+        },
+        ..Config::default()
+    };
+    config.dispatcher.enabled = false;
+    config
+}
+
+async fn start(backend: Backend) -> Option<(TestServer, SimAdminClient<Channel>)> {
+    let server = TestServer::start_with(backend, config()).await?;
+    let sim = SimAdminClient::connect(format!("http://{}", server.addr))
+        .await
+        .expect("connect SimAdmin");
+    Some((server, sim))
+}
+
+fn whole(n: u32) -> pb::OperationTargetSpec {
+    pb::OperationTargetSpec {
+        targets: Some(pb::operation_target_spec::Targets::Racks(pb::RackTargets {
+            targets: vec![pb::RackTarget {
+                identifier: Some(pb::rack_target::Identifier::Id(uuid(fixture_id(n)))),
+                component_types: Vec::new(),
+            }],
+        })),
+    }
+}
+
+fn upgrade(version: &str) -> pb::UpgradeFirmwareRequest {
+    pb::UpgradeFirmwareRequest {
+        target_spec: Some(whole(1)),
+        target_version: Some(version.into()),
+        ..Default::default()
+    }
+}
+
+async fn submit_upgrade(s: &mut TestServer, req: pb::UpgradeFirmwareRequest) -> Uuid {
+    let reply = s
+        .client
+        .upgrade_firmware(req)
+        .await
+        .expect("UpgradeFirmware")
+        .into_inner();
+    assert_eq!(reply.task_ids.len(), 1);
+    Uuid::parse_str(&reply.task_ids[0].id).expect("task id")
+}
+
+async fn task(s: &mut TestServer, id: Uuid) -> pb::Task {
+    s.client
+        .get_tasks_by_i_ds(pb::GetTasksByIDsRequest {
+            task_ids: vec![uuid(id)],
+        })
+        .await
+        .expect("get tasks")
+        .into_inner()
+        .tasks
+        .remove(0)
+}
+
+async fn wait_task(
+    s: &mut TestServer,
+    id: Uuid,
+    what: &str,
+    done: impl Fn(&pb::Task) -> bool,
+) -> pb::Task {
+    let mut changes = s.waiter(format!("task {id} to become {what}"), DEADLINE);
+    loop {
+        let t = task(s, id).await;
+        if done(&t) {
+            return t;
+        }
+        changes.next(&t).await;
+    }
+}
+
+async fn finished(s: &mut TestServer, id: Uuid) -> pb::Task {
+    wait_task(s, id, "finished", |t| t.finished_at.is_some()).await
+}
+
+/// The fixture rack's components, by external id.
+async fn components(s: &mut TestServer) -> Vec<pb::Component> {
+    s.client
+        .get_components(pb::GetComponentsRequest {
+            target_spec: Some(whole(1)),
+            ..Default::default()
+        })
+        .await
+        .expect("GetComponents")
+        .into_inner()
+        .components
+}
+
+fn named<'a>(components: &'a [pb::Component], id: &str) -> &'a pb::Component {
+    components
+        .iter()
+        .find(|c| c.component_id == id)
+        .unwrap_or_else(|| panic!("component {id} in {components:#?}"))
+}
+
+/// `(component, status, found_version)` of every firmware step of the
+/// task's report, in report order.
+fn outcomes(t: &pb::Task) -> Vec<(String, String, String)> {
+    let report: Value = serde_json::from_str(&t.report).expect("report JSON");
+    let mut out = Vec::new();
+    for stage in report["stages"].as_array().into_iter().flatten() {
+        for step in stage["steps"].as_array().into_iter().flatten() {
+            for c in step["components"].as_array().into_iter().flatten() {
+                out.push((
+                    c["component"].as_str().unwrap_or_default().to_string(),
+                    c["status"].as_str().unwrap_or_default().to_string(),
+                    c["found_version"].as_str().unwrap_or_default().to_string(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+async fn firmware_starts(sim: &mut SimAdminClient<Channel>) -> usize {
+    sim.get_call_log(simpb::GetCallLogRequest { after_sequence: 0 })
+        .await
+        .expect("call log")
+        .into_inner()
+        .entries
+        .iter()
+        .filter(|e| e.call == "firmware_start")
+        .count()
+}
+
+fn at(ts: &Option<prost_types::Timestamp>) -> chrono::DateTime<chrono::Utc> {
+    let ts = ts.as_ref().expect("timestamp set");
+    chrono::DateTime::from_timestamp(ts.seconds, u32::try_from(ts.nanos).unwrap_or(0))
+        .expect("valid timestamp")
+}
+
+async fn a_rollout_records_versions_proves_them_and_a_rerun_skips(backend: Backend) {
+    let Some((mut s, mut sim)) = start(backend).await else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 1).await;
+    let before = components(&mut s).await;
+    assert!(
+        before.iter().all(|c| c.firmware_observed_at.is_none()),
+        "imported versions are not observations: {before:#?}"
+    );
+
+    let id = submit_upgrade(&mut s, upgrade("2.0.0")).await;
+    let t = finished(&mut s, id).await;
+    assert_eq!(t.status, pb::TaskStatus::Completed as i32, "{t:#?}");
+    let after = components(&mut s).await;
+    let started = at(&t.started_at);
+    for ext in [
+        "r-0001-compute-00",
+        "r-0001-compute-01",
+        "r-0001-nvswitch-00",
+    ] {
+        let c = named(&after, ext);
+        assert_eq!(c.firmware_version, "2.0.0", "{ext}");
+        assert!(
+            at(&c.firmware_observed_at) >= started,
+            "{ext} observed during the task"
+        );
+    }
+    // The built-in firmware rule leaves the power shelf alone.
+    let shelf = named(&after, "r-0001-powershelf-00");
+    assert_eq!(shelf.firmware_version, "1.0.0");
+    assert!(shelf.firmware_observed_at.is_none());
+    let mut completed: Vec<_> = outcomes(&t).into_iter().map(|(c, st, _)| (c, st)).collect();
+    completed.sort();
+    assert_eq!(
+        completed,
+        [
+            ("r-0001-compute-00", "completed"),
+            ("r-0001-compute-01", "completed"),
+            ("r-0001-nvswitch-00", "completed"),
+        ]
+        .map(|(c, st)| (c.to_string(), st.to_string()))
+    );
+    let starts = firmware_starts(&mut sim).await;
+
+    // The same rollout again: nothing is flashed, every component skipped.
+    let id = submit_upgrade(&mut s, upgrade("2.0.0")).await;
+    let t = finished(&mut s, id).await;
+    assert_eq!(t.status, pb::TaskStatus::Completed as i32, "{t:#?}");
+    assert_eq!(firmware_starts(&mut sim).await, starts, "no update sent");
+    let skipped = outcomes(&t);
+    assert_eq!(skipped.len(), 3, "{skipped:?}");
+    assert!(
+        skipped
+            .iter()
+            .all(|(_, st, found)| st == "skipped" && found == "2.0.0"),
+        "{skipped:?}"
+    );
+}
+
+async fn a_tray_that_keeps_its_old_firmware_fails_the_task(backend: Backend) {
+    let Some((mut s, mut sim)) = start(backend).await else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 1).await;
+    // One attempt per step: the built-in rule would retry after 30 s.
+    common::create_fast_firmware_rule(&mut s.client, &["Compute", "NVSwitch"], "20ms").await;
+    sim.set_faults(simpb::SetFaultsRequest {
+        faults: vec![simpb::Fault {
+            component: "r-0001-compute-01".into(),
+            operation: "firmware".into(),
+            effect: "stale".into(),
+            ..Default::default()
+        }],
+    })
+    .await
+    .expect("set faults");
+    let id = submit_upgrade(&mut s, upgrade("2.0.0")).await;
+    let t = finished(&mut s, id).await;
+    assert_eq!(t.status, pb::TaskStatus::Failed as i32, "{t:#?}");
+    assert!(
+        t.message.contains(
+            "firmware version check failed: r-0001-compute-01: expected 2.0.0, found 1.0.0"
+        ),
+        "{}",
+        t.message
+    );
+    let after = components(&mut s).await;
+    assert_eq!(named(&after, "r-0001-compute-00").firmware_version, "2.0.0");
+    let stale = named(&after, "r-0001-compute-01");
+    assert_eq!(
+        stale.firmware_version, "1.0.0",
+        "the inventory has the truth"
+    );
+    assert!(stale.firmware_observed_at.is_some());
+}
+
+async fn power_steps_record_power_states(backend: Backend) {
+    let Some((mut s, _sim)) = start(backend).await else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 1).await;
+    let reply = s
+        .client
+        .power_off_rack(pb::PowerOffRackRequest {
+            target_spec: Some(whole(1)),
+            ..Default::default()
+        })
+        .await
+        .expect("PowerOffRack")
+        .into_inner();
+    let id = Uuid::parse_str(&reply.task_ids[0].id).expect("task id");
+    let t = finished(&mut s, id).await;
+    assert_eq!(t.status, pb::TaskStatus::Completed as i32, "{t:#?}");
+    for c in components(&mut s).await {
+        assert_eq!(c.power_state, "Off", "{c:#?}");
+        assert!(at(&c.power_state_observed_at) >= at(&t.started_at));
+    }
+}
+
+async fn a_maintenance_window_holds_refuses_and_closes(backend: Backend) {
+    let Some((mut s, mut sim)) = start(backend).await else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 1).await;
+    let now = chrono::Utc::now().timestamp();
+    let ts = |seconds: i64| Some(prost_types::Timestamp { seconds, nanos: 0 });
+
+    // A window that already closed is refused, saying so.
+    let err = s
+        .client
+        .upgrade_firmware(pb::UpgradeFirmwareRequest {
+            start_time: ts(now - 600),
+            end_time: ts(now - 60),
+            ..upgrade("2.0.0")
+        })
+        .await
+        .expect_err("closed window");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message().contains("maintenance window already closed"),
+        "{}",
+        err.message()
+    );
+
+    // A window to come holds the task, visibly, until it opens.
+    let opens = now + 3;
+    let id = submit_upgrade(
+        &mut s,
+        pb::UpgradeFirmwareRequest {
+            start_time: ts(opens),
+            end_time: ts(now + 3600),
+            ..upgrade("2.0.0")
+        },
+    )
+    .await;
+    let held = task(&mut s, id).await;
+    assert_eq!(held.status, pb::TaskStatus::Waiting as i32, "{held:#?}");
+    assert!(
+        held.message.contains("waiting for its maintenance window"),
+        "{}",
+        held.message
+    );
+    assert_eq!(firmware_starts(&mut sim).await, 0, "nothing flashed yet");
+    let t = finished(&mut s, id).await;
+    assert_eq!(t.status, pb::TaskStatus::Completed as i32, "{t:#?}");
+    assert!(
+        at(&t.started_at).timestamp() >= opens,
+        "started in its window"
+    );
+
+    // A task queued behind a running one whose window closes meanwhile is
+    // not started late: it ends with the reason.
+    sim.set_faults(simpb::SetFaultsRequest {
+        faults: vec![simpb::Fault {
+            component_type: "PowerShelf".into(),
+            operation: "power".into(),
+            effect: "hang".into(),
+            ..Default::default()
+        }],
+    })
+    .await
+    .expect("set faults");
+    let reply = s
+        .client
+        .power_on_rack(pb::PowerOnRackRequest {
+            target_spec: Some(whole(1)),
+            ..Default::default()
+        })
+        .await
+        .expect("PowerOnRack")
+        .into_inner();
+    let holder = Uuid::parse_str(&reply.task_ids[0].id).expect("task id");
+    wait_task(&mut s, holder, "running", |t| {
+        t.status == pb::TaskStatus::Running as i32
+    })
+    .await;
+    let closes = chrono::Utc::now().timestamp() + 2;
+    let late = submit_upgrade(
+        &mut s,
+        pb::UpgradeFirmwareRequest {
+            end_time: ts(closes),
+            queue_options: Some(pb::QueueOptions {
+                conflict_strategy: pb::ConflictStrategy::Queue as i32,
+                queue_timeout_seconds: 600,
+            }),
+            ..upgrade("3.0.0")
+        },
+    )
+    .await;
+    assert_eq!(
+        task(&mut s, late).await.status,
+        pb::TaskStatus::Waiting as i32
+    );
+    let t = finished(&mut s, late).await;
+    assert_eq!(t.status, pb::TaskStatus::Terminated as i32, "{t:#?}");
+    assert!(
+        t.message.contains("maintenance window closed at"),
+        "{}",
+        t.message
+    );
+    assert!(at(&t.finished_at).timestamp() >= closes);
+}
