@@ -417,6 +417,8 @@ const OUR_MESSAGES: &[&str] = &[
     "ListAuditEventsResponse",
     "RotateSecretsRequest",
     "RotateSecretsResponse",
+    "FirmwareBundle",
+    "FirmwareBundleEntry",
 ];
 
 /// The first number rackflow may give a field it adds to a reference message.
@@ -431,6 +433,7 @@ const OUR_FIELDS_IN_REFERENCE_MESSAGES: &[(&str, &str, i32)] = &[
     ("TaskSchedule", "last_skip_reason", 1002),
     ("Component", "firmware_observed_at", 1000),
     ("Component", "power_state_observed_at", 1001),
+    ("UpgradeFirmwareRequest", "firmware_bundle", 1000),
 ];
 
 /// Every reference message of `package v1` with its fields ("number name;

@@ -16,6 +16,7 @@ pub mod audit;
 pub mod client;
 pub mod control;
 pub mod demo;
+pub mod drift;
 pub mod fleet;
 pub mod ops;
 pub mod output;
@@ -156,6 +157,13 @@ pub enum FleetCommand {
     Import {
         /// Fleet file, JSON or YAML.
         file: PathBuf,
+    },
+    /// Which racks and trays differ from a firmware bundle (versions as
+    /// last observed, or as imported when never observed).
+    Drift {
+        /// Bundle file (YAML): `models: {"GB200 NVL72": {compute: …}, …}`.
+        #[arg(long, value_name = "FILE.yaml")]
+        bundle: PathBuf,
     },
 }
 
@@ -319,6 +327,9 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Fleet(FleetCommand::Generate { racks, seed }) => fleet::run_generate(racks, seed),
         Command::Fleet(FleetCommand::Import { file }) => {
             fleet::run_import(server, &file, output).await
+        }
+        Command::Fleet(FleetCommand::Drift { bundle }) => {
+            drift::run_drift(server, &bundle, output).await
         }
         Command::Rack(RackCommand::List {
             with_components,

@@ -220,8 +220,14 @@ pub struct FirmwareArgs {
     /// Version to install: a string for every type, or a JSON object with
     /// per-type sections ({"compute": "…", "nvswitch": "…"}) [default: the
     /// component manager's default].
-    #[arg(long, value_name = "VERSION")]
+    #[arg(long, value_name = "VERSION", conflicts_with = "bundle")]
     pub target_version: Option<String>,
+    /// Versions per rack model and component type from a YAML bundle file
+    /// (`models: {"GB200 NVL72": {compute: …, nvswitch: …}, …}`): each rack
+    /// gets its model's versions; a rack whose model it does not cover is
+    /// refused.
+    #[arg(long, value_name = "FILE.yaml")]
+    pub bundle: Option<std::path::PathBuf>,
     /// Start of the maintenance window (RFC 3339); needs --end.
     #[arg(long, value_name = "RFC3339", requires = "end", value_parser = parse_rfc3339)]
     pub start: Option<chrono::DateTime<chrono::Utc>>,
@@ -311,8 +317,32 @@ impl FirmwareArgs {
                 .map(read_authentication_data)
                 .transpose()?,
             override_version_check: self.override_version_check,
+            firmware_bundle: self.bundle.as_deref().map(read_bundle).transpose()?,
         })
     }
+}
+
+/// A bundle file (`--bundle`), validated here so a mistake is named before
+/// anything is sent, in the wire form.
+pub fn read_bundle(path: &std::path::Path) -> anyhow::Result<v1::FirmwareBundle> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("read --bundle {}", path.display()))?;
+    let bundle = rackflow_domain::bundle::FirmwareBundle::from_yaml(&text)
+        .map_err(|e| anyhow::anyhow!("--bundle {}: {e}", path.display()))?;
+    Ok(v1::FirmwareBundle {
+        name: bundle.name.clone(),
+        entries: bundle
+            .models
+            .iter()
+            .flat_map(|(model, types)| {
+                types.iter().map(|(ty, version)| v1::FirmwareBundleEntry {
+                    rack_model: model.clone(),
+                    component_type: *ty as i32,
+                    version: version.clone(),
+                })
+            })
+            .collect(),
+    })
 }
 
 /// `rackflow firmware upgrade`.

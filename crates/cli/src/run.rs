@@ -74,8 +74,12 @@ pub struct CreateArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub max_retry_delay: Option<Duration>,
     /// Firmware version to install.
-    #[arg(long, value_name = "VERSION")]
+    #[arg(long, value_name = "VERSION", conflicts_with = "bundle")]
     pub target_version: Option<String>,
+    /// Versions per rack model and component type from a YAML bundle file
+    /// (see `firmware upgrade --bundle`).
+    #[arg(long, value_name = "FILE.yaml")]
+    pub bundle: Option<std::path::PathBuf>,
     /// Candidate racks by UUID or name (comma-separated or repeated).
     #[arg(long, value_name = "RACK", value_delimiter = ',')]
     pub racks: Vec<String>,
@@ -195,7 +199,21 @@ pub async fn run_create(
     args: &CreateArgs,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
-    let request = args.to_spec()?.to_request()?;
+    let mut request = args.to_spec()?.to_request()?;
+    if let Some(path) = &args.bundle {
+        let bundle = crate::ops::read_bundle(path)?;
+        if let Some(v1::OperationRunOperation {
+            operation: Some(v1::operation_run_operation::Operation::UpgradeFirmware(upgrade)),
+            ..
+        }) = request
+            .configuration
+            .as_mut()
+            .and_then(|c| c.operation.as_mut())
+        {
+            upgrade.target_version = None;
+            upgrade.firmware_bundle = Some(bundle);
+        }
+    }
     let mut flow = client::connect(server).await?;
     if args.preview {
         let preview = flow

@@ -10,6 +10,7 @@
 mod named_enum;
 
 pub mod audit;
+pub mod bundle;
 pub mod component;
 pub mod conflict;
 pub mod dispatch;

@@ -350,6 +350,11 @@ pub struct FirmwarePayload {
     pub override_version_check: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authentication_data: Option<EncryptedSecret>,
+    /// Versions per rack model and component type (issue 12), instead of
+    /// one `target_version`: each rack's task gets its model's versions as
+    /// a layered target version at submission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<crate::bundle::FirmwareBundle>,
 }
 
 /// The operation every target of a run performs, plus the run's scope.

@@ -599,12 +599,34 @@ impl TaskManager {
                 .check(ty, capability)
                 .map_err(|e| TaskError::Precondition(e.to_string()))?;
         }
+        let information = match req
+            .information
+            .firmware
+            .as_ref()
+            .and_then(|f| f.bundle.as_ref())
+        {
+            None => req.information.clone(),
+            Some(bundle) => {
+                let record = match &rack {
+                    Some(record) => record.clone(),
+                    None => self.store.rack_get(rack_id, false).await?,
+                };
+                let steps = resolved
+                    .definition
+                    .steps
+                    .iter()
+                    .filter(|s| targeted.contains(&s.component_type))
+                    .filter(|s| s.actions().any(|a| a.name == "FirmwareControl"))
+                    .map(|s| s.component_type);
+                with_bundle_versions(&req.information, bundle, rack_id, record.as_ref(), steps)?
+            }
+        };
 
         let now = Utc::now();
         let task = Task {
             id: Uuid::new_v4(),
             task_type: req.task_type,
-            information: req.information.clone(),
+            information,
             description: req.description.clone(),
             rack_id,
             components_by_type: components,
@@ -1345,6 +1367,37 @@ async fn persist_report(
 }
 
 /// The name the managers know a rack by: its external id, else its name.
+/// The task information of one rack's firmware task from a bundle (issue
+/// 12): the rack model's versions become the task's layered target
+/// version. Refused when the bundle does not cover the rack's model, or
+/// lacks a version for a type a firmware step of the rule updates.
+fn with_bundle_versions(
+    information: &TaskInformation,
+    bundle: &rackflow_domain::bundle::FirmwareBundle,
+    rack_id: Uuid,
+    rack: Option<&rackflow_domain::inventory::Rack>,
+    firmware_steps: impl Iterator<Item = ComponentType>,
+) -> Result<TaskInformation, TaskError> {
+    let label = rack.map_or_else(|| rack_id.to_string(), rack_label);
+    let model = rack.and_then(|r| r.model.as_deref());
+    let versions = bundle.for_rack(&label, model).map_err(TaskError::Invalid)?;
+    for ty in firmware_steps {
+        if !versions.contains_key(&ty) {
+            return Err(TaskError::Invalid(format!(
+                "firmware bundle {} has no {ty} version for rack model {:?} (rack {label}), \
+                 and the rule updates {ty}",
+                bundle.label(),
+                model.unwrap_or_default()
+            )));
+        }
+    }
+    let mut information = information.clone();
+    if let Some(firmware) = information.firmware.as_mut() {
+        firmware.target_version = Some(rackflow_domain::bundle::FirmwareBundle::layered(versions));
+    }
+    Ok(information)
+}
+
 fn rack_label(rack: &rackflow_domain::inventory::Rack) -> String {
     rack.external_id
         .clone()

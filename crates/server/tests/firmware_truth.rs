@@ -10,7 +10,7 @@ use rackflow_testkit::both_stores;
 
 use std::time::Duration;
 
-use common::{Backend, TestServer, fixture_fleet, fixture_id, uuid};
+use common::{Backend, TestServer, fixture_fleet, fixture_id, rack, uuid};
 use rackflow_api::sim::v1 as simpb;
 use rackflow_api::sim::v1::sim_admin_client::SimAdminClient;
 use rackflow_api::v1 as pb;
@@ -26,6 +26,7 @@ both_stores!(
     a_tray_that_keeps_its_old_firmware_fails_the_task,
     power_steps_record_power_states,
     a_maintenance_window_holds_refuses_and_closes,
+    a_bundle_upgrades_a_mixed_fleet_per_model_and_refuses_what_it_does_not_cover,
 );
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -392,4 +393,148 @@ async fn a_maintenance_window_holds_refuses_and_closes(backend: Backend) {
         t.message
     );
     assert!(at(&t.finished_at).timestamp() >= closes);
+}
+
+fn entry(model: &str, ty: pb::ComponentType, version: &str) -> pb::FirmwareBundleEntry {
+    pb::FirmwareBundleEntry {
+        rack_model: model.into(),
+        component_type: ty as i32,
+        version: version.into(),
+    }
+}
+
+fn racks(ns: &[u32]) -> pb::OperationTargetSpec {
+    pb::OperationTargetSpec {
+        targets: Some(pb::operation_target_spec::Targets::Racks(pb::RackTargets {
+            targets: ns
+                .iter()
+                .map(|n| pb::RackTarget {
+                    identifier: Some(pb::rack_target::Identifier::Id(uuid(fixture_id(*n)))),
+                    component_types: Vec::new(),
+                })
+                .collect(),
+        })),
+    }
+}
+
+async fn a_bundle_upgrades_a_mixed_fleet_per_model_and_refuses_what_it_does_not_cover(
+    backend: Backend,
+) {
+    let Some((mut s, _sim)) = start(backend).await else {
+        return;
+    };
+    // Rack 1 is a GB200, rack 2 a GB300, rack 3 a model the bundle lacks.
+    for (n, model) in [(1, "GB200 NVL72"), (2, "GB300 NVL72"), (3, "GB100")] {
+        let mut r = rack(n, Some(fixture_id(n)), 2);
+        if let Some(info) = r.info.as_mut() {
+            info.model = Some(model.into());
+        }
+        s.client
+            .create_expected_rack(pb::CreateExpectedRackRequest { rack: Some(r) })
+            .await
+            .expect("create rack");
+    }
+    let bundle = pb::FirmwareBundle {
+        name: "fleet-2026-12".into(),
+        entries: vec![
+            entry(
+                "GB200 NVL72",
+                pb::ComponentType::Compute,
+                "gb200-fw-25.05.2",
+            ),
+            entry(
+                "GB200 NVL72",
+                pb::ComponentType::Nvswitch,
+                "nvsw-gb200-1.14",
+            ),
+            entry(
+                "gb300 nvl72",
+                pb::ComponentType::Compute,
+                "gb300-fw-26.01.0",
+            ),
+            entry("gb300 nvl72", pb::ComponentType::Nvswitch, "nvsw-gb300-2.0"),
+        ],
+    };
+    let with_bundle = |spec| pb::UpgradeFirmwareRequest {
+        target_spec: Some(spec),
+        firmware_bundle: Some(bundle.clone()),
+        ..Default::default()
+    };
+
+    // A rack the bundle does not cover is refused, naming it.
+    let err = s
+        .client
+        .upgrade_firmware(with_bundle(racks(&[3])))
+        .await
+        .expect_err("uncovered model");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message()
+            .contains("has no versions for rack model \"GB100\" (rack r-0003)"),
+        "{}",
+        err.message()
+    );
+    // A bundle and a target_version together are refused.
+    let err = s
+        .client
+        .upgrade_firmware(pb::UpgradeFirmwareRequest {
+            target_version: Some("1.0".into()),
+            ..with_bundle(racks(&[1]))
+        })
+        .await
+        .expect_err("both");
+    assert_eq!(err.code(), Code::InvalidArgument);
+
+    let reply = s
+        .client
+        .upgrade_firmware(with_bundle(racks(&[1, 2])))
+        .await
+        .expect("UpgradeFirmware")
+        .into_inner();
+    assert_eq!(reply.task_ids.len(), 2, "one task per rack");
+    for t in &reply.task_ids {
+        let t = finished(&mut s, Uuid::parse_str(&t.id).expect("id")).await;
+        assert_eq!(t.status, pb::TaskStatus::Completed as i32, "{t:#?}");
+    }
+    let components = s
+        .client
+        .get_components(pb::GetComponentsRequest {
+            target_spec: Some(racks(&[1, 2])),
+            ..Default::default()
+        })
+        .await
+        .expect("GetComponents")
+        .into_inner()
+        .components;
+    let want = |ext: &str| match ext {
+        e if e.starts_with("r-0001-compute") => "gb200-fw-25.05.2",
+        e if e.starts_with("r-0001-nvswitch") => "nvsw-gb200-1.14",
+        e if e.starts_with("r-0002-compute") => "gb300-fw-26.01.0",
+        e if e.starts_with("r-0002-nvswitch") => "nvsw-gb300-2.0",
+        _ => "1.0.0",
+    };
+    for c in &components {
+        assert_eq!(c.firmware_version, want(&c.component_id), "{c:#?}");
+        if !c.component_id.contains("powershelf") {
+            assert!(c.firmware_observed_at.is_some(), "{c:#?}");
+        }
+    }
+
+    // The same bundle again: every component is already there.
+    let reply = s
+        .client
+        .upgrade_firmware(with_bundle(racks(&[1, 2])))
+        .await
+        .expect("UpgradeFirmware")
+        .into_inner();
+    for t in &reply.task_ids {
+        let t = finished(&mut s, Uuid::parse_str(&t.id).expect("id")).await;
+        assert_eq!(t.status, pb::TaskStatus::Completed as i32, "{t:#?}");
+        let outcomes = outcomes(&t);
+        assert_eq!(outcomes.len(), 3, "{outcomes:?}");
+        assert!(
+            outcomes.iter().all(|(_, st, _)| st == "skipped"),
+            "{outcomes:?}"
+        );
+    }
 }

@@ -343,6 +343,18 @@ fn configuration(operation_type: &str, code: &str) -> RunConfiguration {
                 override_readiness_check: true,
                 override_version_check: false,
                 authentication_data: Some(EncryptedSecret("v1:ciphertext".to_string())),
+                // Round-trips with the run's configuration.
+                bundle: Some(
+                    rackflow_domain::bundle::FirmwareBundle::from_entries(
+                        "b".to_string(),
+                        [(
+                            "GB200 NVL72".to_string(),
+                            ComponentType::Compute,
+                            "2.1.0".to_string(),
+                        )],
+                    )
+                    .unwrap(),
+                ),
             },
         },
     }
@@ -3225,6 +3237,7 @@ async fn task_submit_inserts_rejects_and_dedupes(db: &Db) {
         override_readiness_check: false,
         override_version_check: true,
         authentication_data: Some(EncryptedSecret("v1:ciphertext".into())),
+        bundle: None,
     });
     first
         .components_by_type

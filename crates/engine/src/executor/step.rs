@@ -840,12 +840,23 @@ impl StepRun<'_, '_> {
                 .then(|| DateTime::from_timestamp(secs, 0))
                 .flatten()
         };
+        let target_version = layered_version(
+            payload.target_version.as_deref().unwrap_or(""),
+            self.step.component_type,
+        );
+        if let Some(bundle) = &payload.bundle
+            && target_version.is_empty()
+        {
+            // Never "the manager's default" by omission.
+            return Err(format!(
+                "firmware bundle {} has no {} version for this rack's model",
+                bundle.label(),
+                self.step.component_type
+            ));
+        }
         Ok(FirmwareRequest {
             operation,
-            target_version: layered_version(
-                payload.target_version.as_deref().unwrap_or(""),
-                self.step.component_type,
-            ),
+            target_version,
             window_start: at(payload.start_time),
             window_end: at(payload.end_time),
             sub_targets: payload.sub_targets.clone(),

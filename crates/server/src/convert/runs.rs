@@ -129,6 +129,7 @@ fn operation_template(op: Option<&pb::OperationRunOperation>) -> Checked<Operati
         queue_options,
         target_scope,
         payload: FirmwarePayload {
+            bundle: super::tasks::firmware_bundle(fw)?,
             target_version: fw.target_version.clone().filter(|v| !v.is_empty()),
             start_time: fw.start_time.as_ref().map_or(0, |t| t.seconds),
             end_time: fw.end_time.as_ref().map_or(0, |t| t.seconds),
@@ -881,6 +882,11 @@ pub fn configuration(config: &RunConfiguration) -> pb::OperationRunConfiguration
         // Write-only: never returned.
         authentication_data: None,
         override_version_check: t.payload.override_version_check,
+        firmware_bundle: t
+            .payload
+            .bundle
+            .as_ref()
+            .map(super::tasks::pb_firmware_bundle),
     };
     let filter = t
         .target_scope

@@ -1,6 +1,8 @@
 //! Task, rack-operation and rule messages.
 
 use rackflow_api::v1 as pb;
+use rackflow_domain::ComponentType;
+use rackflow_domain::bundle::FirmwareBundle;
 use rackflow_domain::rule::{OperationRule, RackRuleAssociation};
 use rackflow_domain::run::Page;
 use rackflow_domain::run::{FirmwarePayload, QueueStrategy};
@@ -129,7 +131,9 @@ pub fn upgrade_firmware(req: &pb::UpgradeFirmwareRequest) -> Checked<SubmitReque
     if start != 0 && end != 0 && end < start {
         return invalid("end_time must not be before start_time");
     }
+    let bundle = firmware_bundle(req)?;
     let payload = FirmwarePayload {
+        bundle,
         target_version: req.target_version.clone().filter(|v| !v.is_empty()),
         start_time: start,
         end_time: end,
@@ -145,6 +149,53 @@ pub fn upgrade_firmware(req: &pb::UpgradeFirmwareRequest) -> Checked<SubmitReque
         common!(req),
         Some(payload),
     )
+}
+
+/// The request's firmware bundle (issue 12), validated; `None` when it
+/// sends none. A bundle and a `target_version` together are refused: which
+/// one wins would be a guess.
+pub fn firmware_bundle(req: &pb::UpgradeFirmwareRequest) -> Checked<Option<FirmwareBundle>> {
+    let Some(bundle) = &req.firmware_bundle else {
+        return Ok(None);
+    };
+    if req.target_version.as_deref().is_some_and(|v| !v.is_empty()) {
+        return invalid("target_version and firmware_bundle are exclusive: set one");
+    }
+    let mut entries = Vec::with_capacity(bundle.entries.len());
+    for (i, entry) in bundle.entries.iter().enumerate() {
+        let Some(component_type) = ComponentType::from_i32(entry.component_type) else {
+            return invalid(format!(
+                "firmware_bundle.entries[{i}].component_type: unknown value {}",
+                entry.component_type
+            ));
+        };
+        entries.push((
+            entry.rack_model.clone(),
+            component_type,
+            entry.version.clone(),
+        ));
+    }
+    FirmwareBundle::from_entries(bundle.name.clone(), entries)
+        .map(Some)
+        .map_err(|e| Invalid(e.to_string()))
+}
+
+/// The wire form of a stored bundle.
+pub fn pb_firmware_bundle(bundle: &FirmwareBundle) -> pb::FirmwareBundle {
+    pb::FirmwareBundle {
+        name: bundle.name.clone(),
+        entries: bundle
+            .models
+            .iter()
+            .flat_map(|(model, types)| {
+                types.iter().map(|(ty, version)| pb::FirmwareBundleEntry {
+                    rack_model: model.clone(),
+                    component_type: *ty as i32,
+                    version: version.clone(),
+                })
+            })
+            .collect(),
+    }
 }
 
 /// Whether firmware credentials were sent (refused until encryption at rest
