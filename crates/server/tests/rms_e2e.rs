@@ -30,7 +30,8 @@ const RMS_ADMIN: &str = "spiffe://rackflow.test/sre/admin";
 
 both_stores!(
     firmware_upgrade_and_power_on_through_the_rack_manager,
-    flow_drives_the_rack_manager_over_mtls
+    flow_drives_the_rack_manager_over_mtls,
+    a_flow_restart_mid_flash_polls_the_same_rack_manager_jobs,
 );
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -55,17 +56,24 @@ async fn start_rms() -> TestRms {
 /// [`start_rms`]; with `pki`, the rack manager runs mTLS with [`FLOW`] as an
 /// operator and [`RMS_ADMIN`] (who registers the nodes) as an admin.
 async fn start_rms_with(pki: Option<&TestPki>) -> TestRms {
+    start_rms_flashing_for(pki, 60).await
+}
+
+/// [`start_rms_with`], each firmware update taking `firmware_ms`.
+async fn start_rms_flashing_for(pki: Option<&TestPki>, firmware_ms: u64) -> TestRms {
     let rms = TestRms::start_custom(
+        // Each image declares the version it installs (as on the Redfish
+        // emulator), so Flow's read-back can prove the update.
         &[
-            ("compute-2.0.0.fwpkg", b"image"),
-            ("nvswitch-2.0.0.fwpkg", b"image"),
-            ("powershelf-2.0.0.fwpkg", b"image"),
+            ("compute-2.0.0.fwpkg", b"version=2.0.0\n"),
+            ("nvswitch-2.0.0.fwpkg", b"version=2.0.0\n"),
+            ("powershelf-2.0.0.fwpkg", b"version=2.0.0\n"),
         ],
         |config| {
             config.nodes.sim = SimBackendConfig {
                 power_latency_ms: 10,
                 read_latency_ms: 1,
-                firmware_latency_ms: 60,
+                firmware_latency_ms: firmware_ms,
                 jitter: 0.0,
                 ..SimBackendConfig::default()
             };
@@ -190,6 +198,8 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
     config.rms.address = format!("http://{}", rms.addr);
     config.rms.poll_interval_ms = 20;
     config.rms.job_timeout_secs = 30;
+    // The sim back end records a package-derived update under that name.
+    config.rms.version_entry = "package-derived".into();
     let Some(mut flow) = TestServer::start_with(backend, config).await else {
         return;
     };
@@ -211,10 +221,9 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
     // The built-in firmware rule updates compute trays, then NVSwitches.
     for (node, _) in &NODES[..3] {
         let firmware = rms.sim().node_firmware(RACK, node).expect("node touched");
-        let kind = node.split('-').nth(2).expect("kind");
         assert_eq!(
             firmware.get("package-derived").map(String::as_str),
-            Some(format!("{kind}-2.0.0").as_str()),
+            Some("2.0.0"),
             "{node}: {firmware:?}"
         );
     }
@@ -265,6 +274,8 @@ async fn flow_drives_the_rack_manager_over_mtls(backend: Backend) {
     config.rms.tls = pki.client(FLOW);
     config.rms.poll_interval_ms = 20;
     config.rms.job_timeout_secs = 30;
+    // The sim back end records a package-derived update under that name.
+    config.rms.version_entry = "package-derived".into();
     let Some(mut flow) = TestServer::start_with(backend, config).await else {
         return;
     };
@@ -283,4 +294,107 @@ async fn flow_drives_the_rack_manager_over_mtls(backend: Backend) {
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
     flow.stop().await;
     rms.stop().await;
+}
+
+/// Issue 12: Flow stops while the rack manager is flashing (its executor
+/// and job pollers gone, the task row left running) and a new Flow starts
+/// on the same database. The new process takes the rack manager's job ids
+/// from the persisted task report and polls those jobs to completion: each
+/// tray is sent exactly one update, and the task completes with the job ids
+/// and the versions read back.
+async fn a_flow_restart_mid_flash_polls_the_same_rack_manager_jobs(backend: Backend) {
+    let rms = start_rms_flashing_for(None, 3_000).await;
+    let mut config = Config::default();
+    config.dispatcher.enabled = false;
+    config.provider = Provider::Rms;
+    config.rms.address = format!("http://{}", rms.addr);
+    config.rms.poll_interval_ms = 20;
+    config.rms.job_timeout_secs = 60;
+    // The sim back end keeps one version per target name; the update's
+    // target is package-derived.
+    config.rms.version_entry = "package-derived".into();
+    let Some(mut flow) = TestServer::start_with(backend, config.clone()).await else {
+        return;
+    };
+    fixture_fleet(&mut flow.client, 1).await;
+    let reply = flow
+        .client
+        .upgrade_firmware(pb::UpgradeFirmwareRequest {
+            target_spec: Some(whole_rack()),
+            target_version: Some("2.0.0".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("UpgradeFirmware")
+        .into_inner();
+    let id = task_id(reply);
+
+    // Both compute trays are flashing, their job ids persisted.
+    let mut changes = flow.waiter("compute jobs in the report", DEADLINE);
+    let jobs = loop {
+        let t = get_task(&mut flow, id).await;
+        let running = job_ids(&t);
+        if running.len() == 2 {
+            break running;
+        }
+        changes.next(&t).await;
+    };
+    flow.restart_with(config).await;
+    let t = wait_completed(&mut flow, id).await;
+    let mut updates: Vec<_> = rms
+        .sim()
+        .calls()
+        .into_iter()
+        .filter(|c| c.call == "update_firmware")
+        .map(|c| c.node_id)
+        .collect();
+    updates.sort();
+    assert_eq!(
+        updates,
+        [
+            "r-0001-compute-00",
+            "r-0001-compute-01",
+            "r-0001-nvswitch-00"
+        ],
+        "one update per tray, none sent again after the restart"
+    );
+    let after = job_ids(&t);
+    for (component, job) in &jobs {
+        assert_eq!(after.get(component), Some(job), "{component}: the same job");
+    }
+    flow.stop().await;
+    rms.stop().await;
+}
+
+async fn get_task(flow: &mut TestServer, id: Uuid) -> pb::Task {
+    flow.client
+        .get_tasks_by_i_ds(pb::GetTasksByIDsRequest {
+            task_ids: vec![uuid(id)],
+        })
+        .await
+        .expect("get task")
+        .into_inner()
+        .tasks
+        .remove(0)
+}
+
+/// Compute components of the report with a job id: component → job.
+fn job_ids(t: &pb::Task) -> std::collections::BTreeMap<String, String> {
+    let report: serde_json::Value = serde_json::from_str(&t.report).unwrap_or_default();
+    let mut jobs = std::collections::BTreeMap::new();
+    for stage in report["stages"].as_array().into_iter().flatten() {
+        for step in stage["steps"].as_array().into_iter().flatten() {
+            if step["component_type"] != "Compute" {
+                continue;
+            }
+            for c in step["components"].as_array().into_iter().flatten() {
+                if let (Some(component), Some(job)) =
+                    (c["component"].as_str(), c["job_id"].as_str())
+                {
+                    jobs.insert(component.to_string(), job.to_string());
+                }
+            }
+        }
+    }
+    jobs
 }

@@ -449,12 +449,29 @@ impl NodeBackend for SimBackend {
     }
 }
 
-/// The version an image installs in the sim: its file stem
+/// The version an image installs in the sim: the `version=` line of its
+/// first 4 KiB when it has one (the format of the Redfish emulator's
+/// firmware extension, `crates/testkit/sushy_fw.py`), else its file stem
 /// (`bmc-2.1.0.fwpkg` → `bmc-2.1.0`).
 fn version_of(path: &Path) -> String {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    use std::io::Read;
+    let mut head = Vec::new();
+    let declared = std::fs::File::open(path)
+        .and_then(|f| f.take(4096).read_to_end(&mut head))
+        .ok()
+        .and_then(|_| {
+            String::from_utf8_lossy(&head).lines().find_map(|l| {
+                l.trim()
+                    .strip_prefix("version=")
+                    .map(|v| v.trim().to_owned())
+            })
+        })
+        .filter(|v| !v.is_empty());
+    declared.unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    })
 }
 
 /// `base_ms × (1 ± jitter)` with the sign and size taken from `draw`.
