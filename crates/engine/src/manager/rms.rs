@@ -38,6 +38,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rackflow_api::rack_manager as pb;
 use rackflow_api::rack_manager::rack_manager_client::RackManagerClient;
+use rackflow_domain::ComponentType;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tonic::transport::Channel;
@@ -184,7 +185,10 @@ impl RmsManager {
                 &component.component_type.to_string().to_lowercase(),
             )
             .replace("{operation}", &request.operation);
-        let targets: Vec<&str> = if request.sub_targets.is_empty() {
+        let targets: Vec<&str> = if component.component_type == ComponentType::PowerShelf {
+            // As the reference: a power shelf's package decides its target.
+            vec![""]
+        } else if request.sub_targets.is_empty() {
             vec![self.config.firmware_target.as_str()]
         } else {
             request.sub_targets.iter().map(String::as_str).collect()
@@ -639,6 +643,18 @@ mod tests {
                 ("BIOS", "compute-latest.fwpkg")
             ]
         );
+        // A power shelf's target is blanked (package-derived), sub-targets
+        // or not.
+        let shelf = ComponentRef {
+            component_type: ComponentType::PowerShelf,
+            ..component()
+        };
+        let targets = manager.firmware_targets(&request, &shelf);
+        let names: Vec<_> = targets
+            .iter()
+            .map(|t| (t.target.as_str(), t.filename.as_str()))
+            .collect();
+        assert_eq!(names, [("", "powershelf-latest.fwpkg")]);
     }
 
     #[test]

@@ -189,6 +189,9 @@ pub fn target_of(info: &pb::NodeInfo, require_credentials: bool) -> Result<NodeT
     } else {
         interface.ip_address.clone()
     };
+    if is_switch(info.r#type.unwrap_or(0)) {
+        check_host_endpoints(info)?;
+    }
     Ok(NodeTarget {
         rack_id: info.rack_id.clone(),
         node_id: info.node_id.clone(),
@@ -200,6 +203,42 @@ pub fn target_of(info: &pb::NodeInfo, require_credentials: bool) -> Result<NodeT
             credentials,
         },
     })
+}
+
+/// Switch node types (their host endpoint is the NVOS / NVUE side).
+fn is_switch(node_type: i32) -> bool {
+    matches!(
+        pb::NodeType::try_from(node_type),
+        Ok(pb::NodeType::SwitchGb200Nvidia
+            | pb::NodeType::SwitchGb300Nvidia
+            | pb::NodeType::SwitchVrnvl72Nvidia)
+    )
+}
+
+/// A switch's host endpoints get the BMC endpoint's policy: a port above
+/// 65535 and `session_token` credentials are refused.
+fn check_host_endpoints(info: &pb::NodeInfo) -> Result<(), String> {
+    for endpoint in info
+        .host_endpoint
+        .iter()
+        .chain(info.additional_host_endpoints.iter())
+    {
+        if endpoint.port > u32::from(u16::MAX) {
+            return Err(format!(
+                "host endpoint port {} is out of range (must be 1-65535)",
+                endpoint.port
+            ));
+        }
+        if let Some(pb::credentials::Auth::SessionToken(_)) =
+            endpoint.credentials.as_ref().and_then(|c| c.auth.as_ref())
+        {
+            return Err(
+                "host endpoint credentials use unsupported session_token auth; use user_pass credentials"
+                    .to_owned(),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The wire inventory entry of a registered node.
@@ -369,5 +408,55 @@ mod tests {
         assert!(!descriptor_matches(Some(&node), &d(&[("role", "switch")])));
         assert!(!descriptor_matches(None, &d(&[("role", "compute")])));
         assert!(!descriptor_matches(Some(&node), &d(&[])));
+    }
+}
+
+#[cfg(test)]
+mod host_endpoint_tests {
+    use super::*;
+
+    fn switch_with_host(port: u32, token: bool) -> pb::NodeInfo {
+        let credentials = token.then(|| pb::Credentials {
+            auth: Some(pb::credentials::Auth::SessionToken("t".into())),
+        });
+        pb::NodeInfo {
+            node_id: "sw-1".into(),
+            rack_id: "r".into(),
+            r#type: Some(pb::NodeType::SwitchGb200Nvidia as i32),
+            bmc_endpoint: Some(pb::Endpoint {
+                interface: Some(pb::NetworkInterface {
+                    ip_address: "10.0.0.1".into(),
+                    ..Default::default()
+                }),
+                port: 0,
+                credentials: None,
+            }),
+            host_endpoint: Some(pb::Endpoint {
+                interface: Some(pb::NetworkInterface {
+                    ip_address: "10.0.0.2".into(),
+                    ..Default::default()
+                }),
+                port,
+                credentials,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn switch_host_endpoints_follow_the_bmc_policy() {
+        assert!(target_of(&switch_with_host(22, false), false).is_ok());
+        assert_eq!(
+            target_of(&switch_with_host(70_000, false), false).unwrap_err(),
+            "host endpoint port 70000 is out of range (must be 1-65535)"
+        );
+        assert_eq!(
+            target_of(&switch_with_host(443, true), false).unwrap_err(),
+            "host endpoint credentials use unsupported session_token auth; use user_pass credentials"
+        );
+        // A compute node's host endpoint is not a switch's: left alone.
+        let mut compute = switch_with_host(70_000, true);
+        compute.r#type = Some(pb::NodeType::ComputeGb200Nvidia as i32);
+        assert!(target_of(&compute, false).is_ok());
     }
 }
