@@ -52,39 +52,121 @@ pub struct TaskQuery {
 }
 
 /// The executor's [`InventoryObserver`]: records versions and power states
-/// read back from the hardware in the store. A write waits at most
-/// [`OBSERVATION_WRITE_LIMIT`]; a failure is logged (the next read-back
-/// records the fact again), never fails the task.
+/// read back from the hardware in the store, off the task's critical path.
+/// Observations go to a queue; one writer drains it, many tasks' read-backs
+/// per transaction (group commit), each write bounded by
+/// [`OBSERVATION_WRITE_LIMIT`]. A task waits for its own observations only
+/// once, when it ends ([`InventoryObserver::flush`]), so a finished task's
+/// versions are in the inventory when its status says so. A failed write is
+/// logged (the next read-back records the fact again), never fails a task;
+/// a full queue drops the observation with a warning rather than block.
 pub struct StoreObserver {
-    store: Arc<dyn Store>,
+    queue: tokio::sync::mpsc::Sender<(u64, Vec<Observation>)>,
+    /// The last sequence number queued, and the last one written (or given
+    /// up on).
+    queued: std::sync::atomic::AtomicU64,
+    written: tokio::sync::watch::Receiver<u64>,
+    background: crate::Background,
 }
 
 /// Bound of one observation write: a database that is away must not hold
-/// a firmware step for a pool timeout.
+/// the writer (and the tasks flushing) for a pool timeout.
 pub const OBSERVATION_WRITE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Observation batches the queue holds before dropping new ones.
+const OBSERVATION_QUEUE: usize = 4096;
 
 impl StoreObserver {
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        StoreObserver { store }
+    /// Starts the writer; stop it with [`StoreObserver::shutdown`] after the
+    /// executors (it writes what is queued, then ends).
+    pub fn start(store: Arc<dyn Store>) -> Arc<StoreObserver> {
+        let (queue, mut rx) = tokio::sync::mpsc::channel(OBSERVATION_QUEUE);
+        let (written_tx, written) = tokio::sync::watch::channel(0u64);
+        let background = crate::Background::new("inventory observer");
+        let stop = background.token().clone();
+        background.spawn("observation writer", async move {
+            loop {
+                let first = tokio::select! {
+                    next = rx.recv() => match next {
+                        Some(next) => next,
+                        None => break,
+                    },
+                    () = stop.cancelled() => break,
+                };
+                write_batch(&store, first, &mut rx, &written_tx).await;
+            }
+            // Stopping: what is queued still goes in.
+            while let Ok(next) = rx.try_recv() {
+                write_batch(&store, next, &mut rx, &written_tx).await;
+            }
+        });
+        Arc::new(StoreObserver {
+            queue,
+            queued: std::sync::atomic::AtomicU64::new(0),
+            written,
+            background,
+        })
     }
+
+    /// Writes what is queued and stops the writer.
+    pub async fn shutdown(&self) {
+        self.background.shutdown().await;
+    }
+}
+
+/// Writes `first` and whatever else is queued now, in one transaction, then
+/// publishes the highest sequence number written.
+async fn write_batch(
+    store: &Arc<dyn Store>,
+    first: (u64, Vec<Observation>),
+    rx: &mut tokio::sync::mpsc::Receiver<(u64, Vec<Observation>)>,
+    written: &tokio::sync::watch::Sender<u64>,
+) {
+    let (mut last, mut batch) = first;
+    while batch.len() < 10_000 {
+        match rx.try_recv() {
+            Ok((seq, more)) => {
+                last = last.max(seq);
+                batch.extend(more);
+            }
+            Err(_) => break,
+        }
+    }
+    let write = store.components_observe(&batch);
+    match tokio::time::timeout(OBSERVATION_WRITE_LIMIT, write).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(
+            observations = batch.len(),
+            error = %e,
+            "recording observed component state failed"
+        ),
+        Err(_) => tracing::warn!(
+            observations = batch.len(),
+            "recording observed component state timed out"
+        ),
+    }
+    written.send_modify(|w| *w = (*w).max(last));
 }
 
 #[async_trait::async_trait]
 impl InventoryObserver for StoreObserver {
     async fn observed(&self, observations: &[Observation]) {
-        let write = self.store.components_observe(observations);
-        match tokio::time::timeout(OBSERVATION_WRITE_LIMIT, write).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(
-                observations = observations.len(),
-                error = %e,
-                "recording observed component state failed"
-            ),
-            Err(_) => tracing::warn!(
-                observations = observations.len(),
-                "recording observed component state timed out"
-            ),
+        let seq = self
+            .queued
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        if let Err(e) = self.queue.try_send((seq, observations.to_vec())) {
+            // Never block a task on the inventory; it is told again on the
+            // next read-back. Counted as written so a flush does not wait.
+            tracing::warn!(observations = observations.len(), error = %e, "observation queue full or closed; dropped");
         }
+    }
+
+    async fn flush(&self) {
+        let target = self.queued.load(std::sync::atomic::Ordering::SeqCst);
+        let mut written = self.written.clone();
+        let caught_up = written.wait_for(|w| *w >= target);
+        // A writer that is gone or stuck must not hold the task's end.
+        let _ = tokio::time::timeout(OBSERVATION_WRITE_LIMIT * 2, caught_up).await;
     }
 }
 

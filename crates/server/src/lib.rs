@@ -145,13 +145,11 @@ pub async fn serve_with_fleet(
     }
     let executor_config = ExecutorConfig::default();
     let durable = executor::durable(&config, &executor_config)?;
-    let observer: Arc<dyn rackflow_engine::executor::InventoryObserver> = Arc::new(
-        rackflow_engine::inventory::StoreObserver::new(store.clone()),
-    );
+    let observer = rackflow_engine::inventory::StoreObserver::start(store.clone());
     let executor = Arc::new(
         LocalExecutor::new(registry.clone(), executor_config)
             .with_keys(keys.clone())
-            .with_observer(Some(observer)),
+            .with_observer(Some(observer.clone())),
     );
     let tasks = TaskManager::with_durable(
         store.clone(),
@@ -277,6 +275,9 @@ pub async fn serve_with_fleet(
     // it runs (they fail as "worker shutting down" and another worker
     // retries them).
     tokio::join!(worker.shutdown(), engine.shutdown());
+    // After the executors: what they read back is written, then the writer
+    // ends (before the store goes).
+    observer.shutdown().await;
     tracing::info!("flow server stopped");
     served?;
     Ok(())

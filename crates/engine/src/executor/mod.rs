@@ -79,6 +79,10 @@ pub trait ReportSink: Send + Sync {
 #[async_trait]
 pub trait InventoryObserver: Send + Sync {
     async fn observed(&self, observations: &[Observation]);
+
+    /// Returns once everything observed so far is recorded (or given up
+    /// on): a task calls it before it ends. Default: recorded at once.
+    async fn flush(&self) {}
 }
 
 /// One task to execute.
@@ -326,6 +330,10 @@ impl LocalExecutor {
             _ = cancel.cancelled() => None,
             result = execution => Some(result),
         };
+        // What the run read back is in the inventory before its end is.
+        if let Some(observer) = &self.observer {
+            observer.flush().await;
+        }
         match result {
             None => cancelled(&reporter).await,
             Some(Ok(())) => TaskOutcome::Completed,
