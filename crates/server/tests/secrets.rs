@@ -168,6 +168,10 @@ async fn credentials_are_sealed_delivered_never_returned_and_survive_a_rotation(
         .await;
     let mut request = run_request("sealed", 100, "s", "o", 1);
     upgrade(&mut request).target_spec = Some(rack_one());
+    // Rack one runs 2.0.0 already (the upgrade above): a newer version, so
+    // the trays are flashed (and handed their credentials) rather than
+    // skipped as already there.
+    upgrade(&mut request).target_version = Some("3.0.0".into());
     upgrade(&mut request).authentication_data = Some(pb::FirmwareAuthenticationData {
         value: Some(pb::firmware_authentication_data::Value::PerComponent(
             pb::PerComponentFirmwareAuthenticationData {

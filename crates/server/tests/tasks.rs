@@ -1030,7 +1030,8 @@ async fn builtin_rules_run_stages_in_order(backend: Backend) {
         assert_eq!(type_order(&calls), order, "{op:?}: {calls:#?}");
         let kinds: BTreeSet<&str> = calls.iter().map(|c| c.call.as_str()).collect();
         let expected: BTreeSet<&str> = if op == Op::Firmware {
-            ["firmware_start", "firmware_status"].into()
+            // firmware_inventory: the versions read back (issue 12).
+            ["firmware_inventory", "firmware_start", "firmware_status"].into()
         } else {
             ["power_control", "power_status"].into()
         };
@@ -2161,7 +2162,19 @@ async fn rule_steps_run_in_parallel_and_in_batches(backend: Backend) {
         "PowerShelf",
         &[ext(1, "powershelf", 0)],
     ));
-    assert_eq!(calls.len(), 5, "one call per batch: {calls:#?}");
+    // One power call per batch, the switch's verification, and a power
+    // read-back after each batch of the steps without a verification (the
+    // inventory records the state: two trays and the shelf).
+    let read_backs = calls
+        .iter()
+        .filter(|c| c.0 == "power_status" && c.1 != "NVSwitch")
+        .count();
+    assert_eq!(read_backs, 3, "{calls:#?}");
+    assert_eq!(
+        calls.len(),
+        5 + read_backs,
+        "one call per batch: {calls:#?}"
+    );
     // The switch step started beside the first tray batch, before its own
     // verification; the second tray batch only after the first returned
     // (one power latency later, after the switch's call); the shelf last.

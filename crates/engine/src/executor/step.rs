@@ -736,7 +736,14 @@ impl StepRun<'_, '_> {
     /// the inventory, when the type's manager can and an observer listens.
     /// A failed read only logs: the operation itself succeeded.
     async fn read_back_power(&self, batch: &[ComponentRef]) {
-        if self.ctx.observer.is_none() {
+        // A later status action of the step reads (and records) the state
+        // anyway: no extra hardware call for it.
+        let later_read = self
+            .step
+            .post_operation
+            .iter()
+            .any(|a| matches!(a.name.as_str(), "VerifyPowerStatus" | "GetPowerStatus"));
+        if self.ctx.observer.is_none() || later_read {
             return;
         }
         let Ok(reader) = self.ctx.registry.power_status(self.step.component_type) else {
