@@ -842,11 +842,7 @@ impl StepRun<'_, '_> {
             None => None,
             Some(sealed) => self.open_credentials(sealed)?,
         };
-        let at = |secs: i64| {
-            (secs != 0)
-                .then(|| DateTime::from_timestamp(secs, 0))
-                .flatten()
-        };
+        let window = rackflow_domain::task::Window::of(info);
         let target_version = layered_version(
             payload.target_version.as_deref().unwrap_or(""),
             self.step.component_type,
@@ -864,8 +860,8 @@ impl StepRun<'_, '_> {
         Ok(FirmwareRequest {
             operation,
             target_version,
-            window_start: at(payload.start_time),
-            window_end: at(payload.end_time),
+            window_start: window.opens,
+            window_end: window.closes,
             sub_targets: payload.sub_targets.clone(),
             override_readiness_check: payload.override_readiness_check
                 || info.override_readiness_check,

@@ -146,15 +146,6 @@ impl FirmwareState {
             FirmwareState::Unknown => "Unknown",
         }
     }
-
-    /// An update was accepted and has not failed: on resume such a
-    /// component is polled again instead of being restarted.
-    pub fn is_accepted(self) -> bool {
-        matches!(
-            self,
-            FirmwareState::Queued | FirmwareState::Verifying | FirmwareState::Completed
-        )
-    }
 }
 
 impl fmt::Display for FirmwareState {
