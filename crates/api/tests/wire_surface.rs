@@ -433,6 +433,10 @@ const OUR_FIELDS_IN_REFERENCE_MESSAGES: &[(&str, &str, i32)] = &[
     ("TaskSchedule", "last_skip_reason", 1002),
     ("Component", "firmware_observed_at", 1000),
     ("Component", "power_state_observed_at", 1001),
+    ("Component", "operational_state", 1002),
+    ("Component", "operational_reason", 1003),
+    ("PatchComponentRequest", "operational_state", 1000),
+    ("PatchComponentRequest", "operational_reason", 1001),
     ("UpgradeFirmwareRequest", "firmware_bundle", 1000),
 ];
 

@@ -8,7 +8,6 @@
 //! differences only, then a summary line.
 
 use anyhow::Context;
-use rackflow_api::v1;
 use rackflow_domain::ComponentType;
 use rackflow_domain::bundle::{BUNDLE_TYPES, FirmwareBundle};
 use serde::Serialize;
@@ -16,9 +15,6 @@ use serde::Serialize;
 use crate::client;
 use crate::output::{OutputFormat, Table, or_dash, print_json};
 use crate::rack::RackView;
-
-/// Racks asked for per page.
-const PAGE: i32 = 100;
 
 /// How one component compares with the bundle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -135,27 +131,11 @@ pub async fn run_drift(
     let bundle = FirmwareBundle::from_yaml(&text)
         .map_err(|e| anyhow::anyhow!("--bundle {}: {e}", bundle_path.display()))?;
     let mut flow = client::connect(server).await?;
-    let mut racks = Vec::new();
-    loop {
-        let page = flow
-            .get_list_of_racks(v1::GetListOfRacksRequest {
-                with_components: true,
-                pagination: Some(v1::Pagination {
-                    offset: i32::try_from(racks.len()).unwrap_or(i32::MAX),
-                    limit: PAGE,
-                }),
-                ..Default::default()
-            })
-            .await
-            .context("list racks")?
-            .into_inner();
-        let got = page.racks.len();
-        racks.extend(page.racks.iter().map(|r| RackView::from_proto(r, true)));
-        let total = usize::try_from(page.total).unwrap_or(0);
-        if got == 0 || racks.len() >= total {
-            break;
-        }
-    }
+    let racks: Vec<RackView> = crate::rack::all_racks(&mut flow, true)
+        .await?
+        .iter()
+        .map(|r| RackView::from_proto(r, true))
+        .collect();
     let report = drift(&bundle, &racks);
     match output {
         OutputFormat::Json => print_json(&report)?,
@@ -227,6 +207,8 @@ mod tests {
             host_id: 0,
             power_state: String::new(),
             power_state_observed_at: None,
+            operational_state: String::new(),
+            operational_reason: String::new(),
             bmcs: Vec::new(),
         }
     }

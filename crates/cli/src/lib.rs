@@ -14,6 +14,7 @@
 pub mod args;
 pub mod audit;
 pub mod client;
+pub mod component;
 pub mod control;
 pub mod demo;
 pub mod drift;
@@ -103,6 +104,9 @@ pub enum Command {
     /// Read the rack inventory.
     #[command(subcommand)]
     Rack(RackCommand),
+    /// Components: set the operational state the readiness gate reads.
+    #[command(subcommand)]
+    Component(component::ComponentCommand),
     /// Create, inspect, watch and steer operation runs.
     #[command(subcommand)]
     Run(RunCommand),
@@ -387,9 +391,10 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Rule(command) => rule::run(server, &command, output).await,
         Command::Schedule(command) => schedule::run(server, &command, output).await,
-        Command::Rms(command) => rms::run(&command).await,
+        Command::Rms(command) => rms::run(&command, server, output).await,
         Command::Audit(AuditCommand::List(args)) => audit::run_list(server, &args, output).await,
         Command::Secrets(command) => secrets::run(server, &command, output).await,
+        Command::Component(command) => component::run(server, &command, output).await,
         Command::Version => version(server, output).await,
     }
 }

@@ -65,6 +65,9 @@ pub struct ComponentView {
     pub host_id: i32,
     pub power_state: String,
     pub power_state_observed_at: Option<String>,
+    /// `in_service`, `drained`, `maintenance`, or "" (never set: ready).
+    pub operational_state: String,
+    pub operational_reason: String,
     pub bmcs: Vec<BmcView>,
 }
 
@@ -81,6 +84,15 @@ pub fn type_name(value: i32) -> String {
     ComponentType::from_i32(value)
         .map(|t| t.name().to_string())
         .unwrap_or_else(|| format!("type-{value}"))
+}
+
+/// `in_service`, `drained`, `maintenance`; "" when unset.
+pub fn operational_state_name(value: i32) -> String {
+    match v1::OperationalState::try_from(value) {
+        Ok(v1::OperationalState::Unspecified) => String::new(),
+        Ok(state) => enum_name(state.as_str_name(), "OPERATIONAL_STATE_"),
+        Err(_) => format!("state-{value}"),
+    }
 }
 
 fn uuid_text(id: Option<&v1::Uuid>) -> String {
@@ -169,6 +181,8 @@ impl ComponentView {
             host_id: position.host_id,
             power_state: c.power_state.clone(),
             power_state_observed_at: crate::output::timestamp(c.power_state_observed_at.as_ref()),
+            operational_state: operational_state_name(c.operational_state),
+            operational_reason: c.operational_reason.clone(),
             bmcs: c
                 .bmcs
                 .iter()
@@ -266,6 +280,35 @@ pub async fn run_list(
     Ok(())
 }
 
+/// Every rack, a page of 100 at a time (with components if asked).
+pub async fn all_racks(
+    flow: &mut client::Flow,
+    with_components: bool,
+) -> anyhow::Result<Vec<v1::Rack>> {
+    const PAGE: i32 = 100;
+    let mut racks = Vec::new();
+    loop {
+        let page = flow
+            .get_list_of_racks(v1::GetListOfRacksRequest {
+                with_components,
+                pagination: Some(v1::Pagination {
+                    offset: i32::try_from(racks.len()).unwrap_or(i32::MAX),
+                    limit: PAGE,
+                }),
+                ..Default::default()
+            })
+            .await
+            .context("list racks")?
+            .into_inner();
+        let got = page.racks.len();
+        racks.extend(page.racks);
+        let total = usize::try_from(page.total).unwrap_or(0);
+        if got == 0 || racks.len() >= total {
+            return Ok(racks);
+        }
+    }
+}
+
 /// `rackflow rack get ID_OR_EXTERNAL_ID`.
 pub async fn run_get(
     server: &crate::client::ServerAddress,
@@ -332,6 +375,7 @@ fn print_rack(rack: &RackView) {
             "FIRMWARE",
             "OBSERVED",
             "POWER",
+            "STATE",
             "SLOT",
             "TRAY",
             "HOST",
@@ -350,6 +394,7 @@ fn print_rack(rack: &RackView) {
                 // "-": as imported, never read back from the hardware.
                 or_dash(c.firmware_observed_at.as_deref().unwrap_or("")),
                 or_dash(&c.power_state),
+                or_dash(&c.operational_state),
                 c.slot_id.to_string(),
                 c.tray_idx.to_string(),
                 c.host_id.to_string(),

@@ -50,6 +50,8 @@ pub struct StepReport {
     pub error: Option<String>,
     /// Per component of a firmware step.
     pub components: Vec<ComponentOutcome>,
+    /// What a running step waits for (e.g. components still in service).
+    pub waiting_for: Option<String>,
 }
 
 /// What a firmware step did to one component.
@@ -174,7 +176,10 @@ pub fn render_report(report: &Report) -> String {
                 count(step.completed_components),
                 count(step.failed_components),
                 count(step.total_components),
-                text(&step.error).to_string(),
+                match step.waiting_for.as_deref().filter(|w| !w.is_empty()) {
+                    Some(waiting) if text(&step.error).is_empty() => format!("waiting: {waiting}"),
+                    _ => text(&step.error).to_string(),
+                },
             ]);
         }
     }

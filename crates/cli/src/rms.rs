@@ -1,5 +1,6 @@
 //! `rackflow rms serve`: the rack manager (RackManager gRPC API, node back
-//! ends, `/metrics`).
+//! ends, `/metrics`); `rackflow rms sync`: registers Flow's inventory with a
+//! rack manager (the nodes the `rms` provider addresses).
 //!
 //! Configuration: built-in defaults → `--config` TOML file (`docs/rms.md`)
 //! → flags. SIGINT or SIGTERM stops accepting RPCs, then drains the job
@@ -11,6 +12,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use rackflow_engine::manager::rms::{RmsManager, RmsProviderConfig};
 use rackflow_rms::config::RmsConfig;
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +21,38 @@ use tokio_util::sync::CancellationToken;
 pub enum RmsCommand {
     /// Run the rack manager.
     Serve(RmsServeArgs),
+    /// Register Flow's inventory with a rack manager: every component with
+    /// an external id and a BMC address becomes node `external id` in the
+    /// rack of the rack's external id (its name when it has none). Registered nodes are updated only while idle; nodes
+    /// busy with a job are refused and reported.
+    Sync(RmsSyncArgs),
+}
+
+/// Flags of `rackflow rms sync`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RmsSyncArgs {
+    /// Flow's configuration file: its `[rms]` section gives the rack
+    /// manager's address, TLS files and BMC login.
+    #[arg(long, value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+    /// The rack manager's address [default: rms.address of --config, else
+    /// http://127.0.0.1:8801].
+    #[arg(long, value_name = "URL")]
+    pub rack_manager: Option<String>,
+    /// BMC user name the nodes are registered with [default:
+    /// rms.bmc_username]; none: no credentials.
+    #[arg(long, value_name = "USER")]
+    pub bmc_username: Option<String>,
+    /// File whose first line is the BMC password [default:
+    /// rms.bmc_password_file].
+    #[arg(long, value_name = "FILE")]
+    pub bmc_password_file: Option<PathBuf>,
+    /// BMC port of the nodes [default: rms.bmc_port; 0 = 443].
+    #[arg(long, value_name = "PORT")]
+    pub bmc_port: Option<u32>,
+    /// Print the nodes that would be registered; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Flags of `rackflow rms serve`.
@@ -51,10 +85,141 @@ impl RmsServeArgs {
 }
 
 /// Runs one `rackflow rms` command.
-pub async fn run(command: &RmsCommand) -> anyhow::Result<()> {
+pub async fn run(
+    command: &RmsCommand,
+    server: &crate::client::ServerAddress,
+    output: crate::output::OutputFormat,
+) -> anyhow::Result<()> {
     match command {
         RmsCommand::Serve(args) => serve(args).await,
+        RmsCommand::Sync(args) => sync(args, server, output).await,
     }
+}
+
+/// The `[rms]` settings of `rms sync`: the file's, then the flags.
+fn sync_settings(args: &RmsSyncArgs) -> anyhow::Result<RmsProviderConfig> {
+    let mut rms = match &args.config {
+        Some(path) => {
+            rackflow_server::Config::load(Some(path))
+                .with_context(|| format!("load {}", path.display()))?
+                .rms
+        }
+        None => RmsProviderConfig::default(),
+    };
+    if let Some(address) = &args.rack_manager {
+        rms.address = address.clone();
+    }
+    if let Some(user) = &args.bmc_username {
+        rms.bmc_username = user.clone();
+    }
+    if let Some(file) = &args.bmc_password_file {
+        rms.bmc_password_file = Some(file.clone());
+    }
+    if let Some(port) = args.bmc_port {
+        anyhow::ensure!(
+            port <= 65_535,
+            "--bmc-port {port} is out of range (1-65535)"
+        );
+        rms.bmc_port = port;
+    }
+    Ok(rms)
+}
+
+/// `rackflow rms sync`.
+async fn sync(
+    args: &RmsSyncArgs,
+    server: &crate::client::ServerAddress,
+    output: crate::output::OutputFormat,
+) -> anyhow::Result<()> {
+    use rackflow_engine::manager::rms_sync::{self, NodeSource, SyncOutcome};
+    let settings = sync_settings(args)?;
+    let login = settings.bmc_login()?;
+    let mut flow = crate::client::connect(server).await?;
+    let racks = crate::rack::all_racks(&mut flow, true).await?;
+    let sources: Vec<NodeSource> = racks.iter().flat_map(node_sources).collect();
+    let outcome = if args.dry_run {
+        let mut outcome = SyncOutcome::default();
+        for source in &sources {
+            match rms_sync::node_info(source, &login) {
+                Ok(node) => outcome.messages.push(format!(
+                    "would register {} in rack {}",
+                    node.node_id, node.rack_id
+                )),
+                Err(reason) => outcome.skipped.push(reason),
+            }
+        }
+        outcome
+    } else {
+        let manager = RmsManager::new(settings.clone())?;
+        let mut client = manager.client();
+        rms_sync::register(&mut client, &sources, &login)
+            .await
+            .map_err(|status| {
+                anyhow::anyhow!(
+                    "register nodes with the rack manager at {}: {} ({:?})",
+                    settings.address,
+                    status.message(),
+                    status.code()
+                )
+            })?
+    };
+    match output {
+        crate::output::OutputFormat::Json => crate::output::print_json(&outcome)?,
+        crate::output::OutputFormat::Table => {
+            for message in &outcome.messages {
+                crate::outln!("{message}");
+            }
+            for reason in &outcome.skipped {
+                crate::outln!("skipped {reason}");
+            }
+            if !args.dry_run {
+                crate::outln!(
+                    "{} nodes sent: {} registered, {} refused; {} components skipped",
+                    outcome.sent,
+                    outcome.registered,
+                    outcome.refused,
+                    outcome.skipped.len()
+                );
+            }
+        }
+    }
+    anyhow::ensure!(
+        outcome.refused == 0,
+        "the rack manager refused {} nodes (see above)",
+        outcome.refused
+    );
+    Ok(())
+}
+
+/// The node sources of one rack read from Flow.
+fn node_sources(
+    rack: &rackflow_api::v1::Rack,
+) -> Vec<rackflow_engine::manager::rms_sync::NodeSource> {
+    let info = rack.info.clone().unwrap_or_default();
+    rack.components
+        .iter()
+        .filter_map(|c| {
+            let component_type = rackflow_domain::ComponentType::from_i32(c.r#type)?;
+            let ci = c.info.clone().unwrap_or_default();
+            let bmc = c.bmcs.first();
+            Some(rackflow_engine::manager::rms_sync::NodeSource {
+                rack_id: if rack.external_id.is_empty() {
+                    info.name.clone()
+                } else {
+                    rack.external_id.clone()
+                },
+                rack_model: info.model.clone(),
+                component_type,
+                name: ci.name,
+                manufacturer: ci.manufacturer,
+                external_id: Some(c.component_id.clone()).filter(|s| !s.is_empty()),
+                bmc_ip: bmc
+                    .and_then(|b| b.ip_address.clone())
+                    .filter(|s| !s.is_empty()),
+                bmc_mac: bmc.map(|b| b.mac_address.clone()),
+            })
+        })
+        .collect()
 }
 
 async fn serve(args: &RmsServeArgs) -> anyhow::Result<()> {

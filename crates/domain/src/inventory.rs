@@ -104,9 +104,76 @@ pub struct Component {
     pub firmware_observed_at: Option<DateTime<Utc>>,
     /// When a component manager last read `power_state` back.
     pub power_observed_at: Option<DateTime<Utc>>,
+    /// Whether the component may be powered or flashed now (issue 12);
+    /// `None`: never set, which the readiness gate treats as ready.
+    pub operational: Option<OperationalStatus>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub deleted_at: Option<DateTime<Utc>>,
+}
+
+named_enum!(
+    /// A component's operational state, set through the inventory API
+    /// (issue 12). Numbers are the wire `OperationalState` values.
+    OperationalState {
+        /// Carrying production work: power and firmware operations wait.
+        InService = 1 => "in_service",
+        /// Taken out of production (workloads moved off).
+        Drained = 2 => "drained",
+        /// Handed to operators for hardware work.
+        Maintenance = 3 => "maintenance",
+    }
+);
+
+named_enum!(
+    /// The operations the readiness gate holds back. Numbers are the
+    /// reference's `OperationType` values (its `blocked_operations`).
+    GatedOperation {
+        PowerControl = 1 => "power_control",
+        FirmwareControl = 2 => "firmware_control",
+    }
+);
+
+impl GatedOperation {
+    /// Words for messages ("power control").
+    pub fn words(self) -> &'static str {
+        match self {
+            GatedOperation::PowerControl => "power control",
+            GatedOperation::FirmwareControl => "firmware control",
+        }
+    }
+}
+
+impl OperationalState {
+    /// The operations this state holds back: an in-service component is
+    /// neither powered nor flashed; drained and maintenance ones are free.
+    pub fn blocked_operations(self) -> &'static [GatedOperation] {
+        match self {
+            OperationalState::InService => GatedOperation::ALL,
+            OperationalState::Drained | OperationalState::Maintenance => &[],
+        }
+    }
+
+    pub fn blocks(self, operation: GatedOperation) -> bool {
+        self.blocked_operations().contains(&operation)
+    }
+
+    /// The states that hold `operation` back (what the gate queries).
+    pub fn blocking(operation: GatedOperation) -> Vec<OperationalState> {
+        OperationalState::ALL
+            .iter()
+            .copied()
+            .filter(|s| s.blocks(operation))
+            .collect()
+    }
+}
+
+/// A component's operational state and why it is in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperationalStatus {
+    pub state: OperationalState,
+    /// Free text from whoever set the state ("" when none was given).
+    pub reason: String,
 }
 
 /// What a component manager read back from one component after an
@@ -160,5 +227,35 @@ mod tests {
         );
         assert_eq!(normalize_mac("compute-01"), None);
         assert_eq!(normalize_mac("aa:bb:cc:dd:ee"), None);
+    }
+
+    #[test]
+    fn only_in_service_components_hold_operations_back() {
+        for state in OperationalState::ALL {
+            for op in GatedOperation::ALL {
+                assert_eq!(
+                    state.blocks(*op),
+                    *state == OperationalState::InService,
+                    "{state} / {op}"
+                );
+            }
+        }
+        for op in GatedOperation::ALL {
+            assert_eq!(
+                OperationalState::blocking(*op),
+                vec![OperationalState::InService]
+            );
+        }
+    }
+
+    #[test]
+    fn gated_operations_use_the_reference_operation_type_numbers() {
+        // OPERATION_TYPE_POWER_CONTROL = 1, OPERATION_TYPE_FIRMWARE_CONTROL = 2.
+        assert_eq!(GatedOperation::PowerControl.to_wire(), 1);
+        assert_eq!(GatedOperation::FirmwareControl.to_wire(), 2);
+        assert_eq!(
+            OperationalState::parse("in_service"),
+            Some(OperationalState::InService)
+        );
     }
 }

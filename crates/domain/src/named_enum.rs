@@ -2,10 +2,10 @@
 
 /// Defines a string-backed status enum with its storage names and wire numbers.
 macro_rules! named_enum {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident = $wire:literal => $text:literal),+ $(,)? }) => {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $wire:literal => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $name { $($variant),+ }
+        pub enum $name { $($(#[$vmeta])* $variant),+ }
 
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];

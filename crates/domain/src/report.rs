@@ -79,6 +79,10 @@ pub struct StepReport {
     /// in the order they were first reported. Empty for other steps.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub components: Vec<ComponentOutcome>,
+    /// What the running step waits for before it acts, e.g. components
+    /// still in service (the readiness gate); unset once it goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
 }
 
 /// What a firmware step did to one component.
@@ -147,6 +151,7 @@ impl Report {
                 finished_at: None,
                 error: None,
                 components: Vec::new(),
+                waiting_for: None,
             });
         }
         Report {
@@ -303,6 +308,7 @@ impl StepReport {
         self.failed_components = 0;
         self.finished_at = Some(now);
         self.error = None;
+        self.waiting_for = None;
     }
 
     /// Records `outcome`, replacing the component's earlier one.
@@ -324,6 +330,7 @@ impl StepReport {
             self.total_components - self.completed_components.min(self.total_components);
         self.finished_at = Some(now);
         self.error = Some(truncate_error(error));
+        self.waiting_for = None;
     }
 }
 

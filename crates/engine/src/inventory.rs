@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rackflow_domain::inventory::{Component, Observation, Rack};
+use rackflow_domain::inventory::{Component, GatedOperation, Observation, OperationalState, Rack};
 use rackflow_domain::run::Page;
 use rackflow_domain::target::{ComponentTarget, TargetSpec};
 use rackflow_domain::task::Task;
@@ -17,7 +17,7 @@ use rackflow_store::{
 };
 
 use crate::error::EngineError;
-use crate::executor::InventoryObserver;
+use crate::executor::{InventoryObserver, Readiness};
 use crate::resolve;
 
 /// How a caller names one rack: by UUID, or — when the text is not a UUID —
@@ -49,6 +49,32 @@ pub struct TaskQuery {
     pub component_id: Option<Uuid>,
     pub active_only: bool,
     pub with_report: bool,
+}
+
+/// The executor's [`Readiness`]: the readiness gate asks the store which
+/// components' operational state holds an operation back.
+pub struct StoreReadiness {
+    store: Arc<dyn Store>,
+}
+
+impl StoreReadiness {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        StoreReadiness { store }
+    }
+}
+
+#[async_trait::async_trait]
+impl Readiness for StoreReadiness {
+    async fn holding(
+        &self,
+        components: &[Uuid],
+        operation: GatedOperation,
+    ) -> Result<Vec<Uuid>, String> {
+        self.store
+            .components_in_states(components, &OperationalState::blocking(operation))
+            .await
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// The executor's [`InventoryObserver`]: records versions and power states

@@ -95,6 +95,7 @@ async fn fixture() -> Fixture {
         power_state: None,
         firmware_observed_at: None,
         power_observed_at: None,
+        operational: None,
         created_at: now,
         updated_at: now,
         deleted_at: None,

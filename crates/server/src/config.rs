@@ -177,6 +177,12 @@ pub struct TasksSection {
     pub lease_secs: u64,
     /// `local` (default) or `temporal`.
     pub executor: ExecutorKind,
+    /// Seconds a power or firmware action waits for its components to
+    /// leave the `in_service` operational state before the task fails (the
+    /// reference's readiness gate: 1800).
+    pub readiness_timeout_secs: u64,
+    /// Milliseconds between the readiness gate's checks (reference: 5000).
+    pub readiness_poll_ms: u64,
 }
 
 impl Default for DispatcherSection {
@@ -201,6 +207,11 @@ impl Default for TasksSection {
                 .lease
                 .as_secs(),
             executor: ExecutorKind::default(),
+            readiness_timeout_secs: rackflow_engine::executor::DEFAULT_READINESS_TIMEOUT.as_secs(),
+            readiness_poll_ms: u64::try_from(
+                rackflow_engine::executor::DEFAULT_READINESS_POLL.as_millis(),
+            )
+            .unwrap_or(5_000),
         }
     }
 }
@@ -232,6 +243,18 @@ impl TasksSection {
             t.lease = std::time::Duration::from_secs(self.lease_secs);
         }
         t
+    }
+
+    /// The executor's settings; zero values fall back to the defaults.
+    pub fn executor(&self) -> rackflow_engine::executor::ExecutorConfig {
+        let mut e = rackflow_engine::executor::ExecutorConfig::default();
+        if self.readiness_timeout_secs > 0 {
+            e.readiness_timeout = std::time::Duration::from_secs(self.readiness_timeout_secs);
+        }
+        if self.readiness_poll_ms > 0 {
+            e.readiness_poll = std::time::Duration::from_millis(self.readiness_poll_ms);
+        }
+        e
     }
 }
 
@@ -397,6 +420,9 @@ pub enum ConfigError {
 /// and a dead replica's tasks wait that long.
 const LEASE_SECS: std::ops::RangeInclusive<u64> = 3..=86_400;
 
+/// Longest readiness wait accepted: a day (the reference waits 30 m).
+const READINESS_TIMEOUT_MAX_SECS: u64 = 86_400;
+
 impl Config {
     /// Defaults, then the TOML file if given, then the environment.
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
@@ -433,6 +459,29 @@ impl Config {
                     "{lease} is out of range: between {} and {} seconds, or 0 for the default",
                     LEASE_SECS.start(),
                     LEASE_SECS.end()
+                ),
+            });
+        }
+        let t = &self.tasks;
+        if t.readiness_timeout_secs > READINESS_TIMEOUT_MAX_SECS {
+            return Err(ConfigError::Invalid {
+                key: "tasks.readiness_timeout_secs",
+                detail: format!(
+                    "{} is out of range: at most {READINESS_TIMEOUT_MAX_SECS} seconds, or 0 for the default",
+                    t.readiness_timeout_secs
+                ),
+            });
+        }
+        if t.readiness_poll_ms > 0
+            && (t.readiness_poll_ms < 10
+                || (t.readiness_timeout_secs > 0
+                    && t.readiness_poll_ms > t.readiness_timeout_secs.saturating_mul(1000)))
+        {
+            return Err(ConfigError::Invalid {
+                key: "tasks.readiness_poll_ms",
+                detail: format!(
+                    "{} is out of range: at least 10 ms and no longer than the readiness timeout, or 0 for the default",
+                    t.readiness_poll_ms
                 ),
             });
         }

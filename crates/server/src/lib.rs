@@ -23,7 +23,7 @@ use std::time::Duration;
 use rackflow_api::v1::flow_extensions_server::FlowExtensionsServer;
 use rackflow_api::v1::flow_server::FlowServer;
 use rackflow_engine::dispatcher::Dispatcher;
-use rackflow_engine::executor::{ExecutorConfig, LocalExecutor};
+use rackflow_engine::executor::LocalExecutor;
 use rackflow_engine::inventory::InventoryManager;
 use rackflow_engine::rules::RuleManager;
 use rackflow_engine::runs::RunManager;
@@ -123,13 +123,21 @@ pub async fn serve_with_fleet(
     // Everything that can refuse the start comes before any loop starts.
     let guard = Arc::new(guard::RequestGuard::new(&["v1.Flow", "v1.FlowExtensions"])?);
     let keys = config.secrets.keys()?.map(Arc::new);
-    let registry = Arc::new(match config.provider {
-        config::Provider::Sim => fleet.registry(),
-        config::Provider::Rms => {
+    let rack_manager = match config.provider {
+        config::Provider::Sim => None,
+        config::Provider::Rms => Some(Arc::new(rackflow_engine::manager::rms::RmsManager::new(
+            config.rms.clone(),
+        )?)),
+    };
+    let bmc_login = match &rack_manager {
+        Some(_) if config.rms.sync_on_start => Some(config.rms.bmc_login()?),
+        _ => None,
+    };
+    let registry = Arc::new(match &rack_manager {
+        None => fleet.registry(),
+        Some(manager) => {
             tracing::info!(address = %config.rms.address, "component managers: rack manager (rms provider)");
-            rackflow_engine::manager::ManagerRegistry::for_all_types(Arc::new(
-                rackflow_engine::manager::rms::RmsManager::new(config.rms.clone())?,
-            ))
+            rackflow_engine::manager::ManagerRegistry::for_all_types(manager.clone())
         }
     });
     // Firmware credentials: sealed with the active data key, opened with
@@ -143,13 +151,16 @@ pub async fn serve_with_fleet(
             "no data key (secrets.key_file): firmware authentication_data is refused"
         ),
     }
-    let executor_config = ExecutorConfig::default();
+    let executor_config = config.tasks.executor();
     let durable = executor::durable(&config, &executor_config)?;
     let observer = rackflow_engine::inventory::StoreObserver::start(store.clone());
     let executor = Arc::new(
         LocalExecutor::new(registry.clone(), executor_config)
             .with_keys(keys.clone())
-            .with_observer(Some(observer.clone())),
+            .with_observer(Some(observer.clone()))
+            .with_readiness(Some(Arc::new(
+                rackflow_engine::inventory::StoreReadiness::new(store.clone()),
+            ))),
     );
     let tasks = TaskManager::with_durable(
         store.clone(),
@@ -161,6 +172,11 @@ pub async fn serve_with_fleet(
     // The worker runs the activities of any replica's task workflows: it
     // polls before recovery hands this replica's tasks to Temporal.
     let worker = executor::Worker::start(&config, &tasks)?;
+    // The rack manager knows the nodes before any task (a resumed one
+    // included) addresses them. A failed sync does not stop the start.
+    if let (Some(manager), Some(login)) = (&rack_manager, &bmc_login) {
+        sync_rack_manager(store.as_ref(), manager, login).await;
+    }
     tasks.spawn_promoter();
     match tasks.recover().await {
         Ok(0) => {}
@@ -281,4 +297,31 @@ pub async fn serve_with_fleet(
     tracing::info!("flow server stopped");
     served?;
     Ok(())
+}
+
+/// `rms.sync_on_start`: registers the inventory with the rack manager and
+/// logs what happened.
+async fn sync_rack_manager(
+    store: &dyn rackflow_engine::store::Store,
+    manager: &rackflow_engine::manager::rms::RmsManager,
+    login: &rackflow_engine::manager::rms_sync::BmcLogin,
+) {
+    let mut client = manager.client();
+    match rackflow_engine::manager::rms_sync::sync_from_store(store, &mut client, login).await {
+        Ok(outcome) => {
+            if outcome.refused > 0 {
+                tracing::warn!(sent = outcome.sent, registered = outcome.registered, refused = outcome.refused, skipped = outcome.skipped.len(), answers = ?outcome.messages, "inventory partly registered with the rack manager");
+            } else {
+                tracing::info!(
+                    sent = outcome.sent,
+                    registered = outcome.registered,
+                    skipped = outcome.skipped.len(),
+                    "inventory registered with the rack manager"
+                );
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "registering the inventory with the rack manager failed; run `rackflow rms sync` once it answers")
+        }
+    }
 }

@@ -32,6 +32,7 @@ both_stores!(
     firmware_upgrade_and_power_on_through_the_rack_manager,
     flow_drives_the_rack_manager_over_mtls,
     a_flow_restart_mid_flash_polls_the_same_rack_manager_jobs,
+    sync_on_start_registers_the_inventory_with_the_rack_manager,
 );
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -61,7 +62,14 @@ async fn start_rms_with(pki: Option<&TestPki>) -> TestRms {
 
 /// [`start_rms_with`], each firmware update taking `firmware_ms`.
 async fn start_rms_flashing_for(pki: Option<&TestPki>, firmware_ms: u64) -> TestRms {
-    let rms = TestRms::start_custom(
+    let rms = start_unregistered_rms(pki, firmware_ms).await;
+    register_fixture_nodes(&rms, pki).await;
+    rms
+}
+
+/// The rack manager of [`start_rms_flashing_for`] without any node.
+async fn start_unregistered_rms(pki: Option<&TestPki>, firmware_ms: u64) -> TestRms {
+    TestRms::start_custom(
         // Each image declares the version it installs (as on the Redfish
         // emulator), so Flow's read-back can prove the update.
         &[
@@ -88,7 +96,12 @@ async fn start_rms_flashing_for(pki: Option<&TestPki>, firmware_ms: u64) -> Test
         },
         None,
     )
-    .await;
+    .await
+}
+
+/// Registers the fixture rack's components as nodes (as an admin with
+/// `pki`).
+async fn register_fixture_nodes(rms: &TestRms, pki: Option<&TestPki>) {
     let mut client = match pki {
         Some(pki) => rmpb::rack_manager_client::RackManagerClient::new(
             tls_channel(rms.addr, &pki.client(RMS_ADMIN))
@@ -122,7 +135,6 @@ async fn start_rms_flashing_for(pki: Option<&TestPki>, firmware_ms: u64) -> Test
         .expect("CreateNodes")
         .into_inner();
     assert_eq!(created.stats.expect("stats").successful_nodes, 4);
-    rms
 }
 
 /// Waits for the task to finish (re-read on each store write) and checks it
@@ -397,4 +409,121 @@ fn job_ids(t: &pb::Task) -> std::collections::BTreeMap<String, String> {
         }
     }
     jobs
+}
+
+/// Issue 12: with `rms.sync_on_start`, Flow registers its inventory with the
+/// rack manager when it starts — every component with an external id and a
+/// BMC address, in the rack of the rack's external id, with the node type
+/// of the rack's model and the configured BMC login — so a power task
+/// reaches nodes nobody registered by hand. A component without a BMC
+/// address is skipped.
+async fn sync_on_start_registers_the_inventory_with_the_rack_manager(backend: Backend) {
+    let rms = start_unregistered_rms(None, 60).await;
+    let mut config = Config::default();
+    config.dispatcher.enabled = false;
+    config.provider = Provider::Rms;
+    config.rms.address = format!("http://{}", rms.addr);
+    config.rms.poll_interval_ms = 20;
+    config.rms.job_timeout_secs = 30;
+    let Some(mut flow) = TestServer::start_with(backend, config.clone()).await else {
+        return;
+    };
+    // The fixture rack, its BMCs with addresses (the last one without).
+    let mut rack = common::rack(1, Some(fixture_id(1)), 2);
+    let last = rack.components.len() - 1;
+    for (i, c) in rack.components.iter_mut().enumerate() {
+        if i != last {
+            c.bmcs[0].ip_address = Some(format!("127.0.0.{}", i + 2));
+        }
+    }
+    flow.client
+        .create_expected_rack(pb::CreateExpectedRackRequest { rack: Some(rack) })
+        .await
+        .expect("create rack");
+    let mut inventory = rms.client.clone();
+    let nodes = |inventory: rmpb::ListNodeInventoryResponse| {
+        let mut nodes: Vec<(String, String, i32, String)> = inventory
+            .nodes
+            .into_iter()
+            .map(|n| (n.rack_id, n.node_id, n.r#type, n.ip_address))
+            .collect();
+        nodes.sort();
+        nodes
+    };
+    let before = inventory
+        .list_node_inventory(rmpb::ListNodeInventoryRequest {})
+        .await
+        .expect("ListNodeInventory")
+        .into_inner();
+    assert!(before.nodes.is_empty(), "{before:?}");
+
+    config.rms.sync_on_start = true;
+    flow.restart_with(config).await;
+    // The sync runs before Flow serves: once it answers, it is done.
+    flow.client
+        .version(pb::VersionRequest {})
+        .await
+        .expect("Flow answers");
+    let after = nodes(
+        inventory
+            .list_node_inventory(rmpb::ListNodeInventoryRequest {})
+            .await
+            .expect("ListNodeInventory")
+            .into_inner(),
+    );
+    let gb200 = |t: rmpb::NodeType| t as i32;
+    assert_eq!(
+        after,
+        [
+            (
+                RACK,
+                "r-0001-compute-00",
+                gb200(rmpb::NodeType::ComputeGb200Nvidia),
+                "127.0.0.2"
+            ),
+            (
+                RACK,
+                "r-0001-compute-01",
+                gb200(rmpb::NodeType::ComputeGb200Nvidia),
+                "127.0.0.3"
+            ),
+            (
+                RACK,
+                "r-0001-nvswitch-00",
+                gb200(rmpb::NodeType::SwitchGb200Nvidia),
+                "127.0.0.4"
+            ),
+        ]
+        .map(|(r, n, t, ip)| (r.to_string(), n.to_string(), t, ip.to_string()))
+        .to_vec(),
+        "the power shelf has no BMC address and is skipped"
+    );
+
+    // Flow reaches the registered nodes: a power-on of the compute trays.
+    let reply = flow
+        .client
+        .power_on_rack(pb::PowerOnRackRequest {
+            target_spec: Some(pb::OperationTargetSpec {
+                targets: Some(pb::operation_target_spec::Targets::Racks(pb::RackTargets {
+                    targets: vec![pb::RackTarget {
+                        identifier: Some(pb::rack_target::Identifier::Id(uuid(fixture_id(1)))),
+                        component_types: vec![pb::ComponentType::Compute as i32],
+                    }],
+                })),
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("PowerOnRack")
+        .into_inner();
+    wait_completed(&mut flow, task_id(reply)).await;
+    for node in ["r-0001-compute-00", "r-0001-compute-01"] {
+        assert_eq!(
+            rms.sim().node_power(RACK, node),
+            Some(PowerState::On),
+            "{node}"
+        );
+    }
+    flow.stop().await;
+    rms.stop().await;
 }

@@ -8,7 +8,7 @@
 //! [`sqlx_backend!`].
 
 use async_trait::async_trait;
-use rackflow_domain::inventory::{Component, Observation, Rack};
+use rackflow_domain::inventory::{Component, Observation, OperationalState, Rack};
 use rackflow_domain::rule::{OperationRule, RackRuleAssociation, RuleDefinition};
 use rackflow_domain::run::{OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery};
 use rackflow_domain::task::{Task, TaskStatus, TaskType};
@@ -336,6 +336,14 @@ impl<B: Backend> Store for B {
 
     async fn components_observe(&self, observations: &[Observation]) -> StoreResult<()> {
         inventory::components_observe(self, observations).await
+    }
+
+    async fn components_in_states(
+        &self,
+        ids: &[Uuid],
+        states: &[OperationalState],
+    ) -> StoreResult<Vec<Uuid>> {
+        inventory::components_in_states(self, ids, states).await
     }
 
     async fn run_create(

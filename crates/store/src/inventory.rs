@@ -15,7 +15,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentType;
 use rackflow_domain::inventory::{
-    Bmc, BmcType, Component, Observation, Position, Rack, normalize_mac,
+    Bmc, BmcType, Component, Observation, OperationalState, OperationalStatus, Position, Rack,
+    normalize_mac,
 };
 use rackflow_domain::run::Page;
 use uuid::Uuid;
@@ -36,11 +37,12 @@ const RACK_COLUMNS: &str = "id, name, manufacturer, serial_number, model, descri
 /// times start NULL: an imported value is not an observed one).
 const COMPONENT_INSERT_COLUMNS: &str = "id, rack_id, type, name, manufacturer, model, \
      serial_number, description, firmware_version, slot_id, tray_index, host_id, external_id, \
-     power_state, created_at, updated_at, deleted_at";
+     power_state, operational_state, operational_reason, created_at, updated_at, deleted_at";
 
 const COMPONENT_COLUMNS: &str = "id, rack_id, type, name, manufacturer, model, serial_number, \
      description, firmware_version, slot_id, tray_index, host_id, external_id, power_state, \
-     created_at, updated_at, deleted_at, firmware_observed_at, power_observed_at";
+     created_at, updated_at, deleted_at, firmware_observed_at, power_observed_at, \
+     operational_state, operational_reason";
 
 /// Unassigned components (NULL rack) sort last in both dialects; PostgreSQL
 /// alone would put NULLs last and SQLite first.
@@ -85,10 +87,25 @@ fn component_from_row(row: &impl RowReader) -> StoreResult<Component> {
         power_state: row.opt_text("power_state")?,
         firmware_observed_at: row.opt_ts("firmware_observed_at")?,
         power_observed_at: row.opt_ts("power_observed_at")?,
+        operational: operational_from_row(row)?,
         created_at: row.ts("created_at")?,
         updated_at: row.ts("updated_at")?,
         deleted_at: row.opt_ts("deleted_at")?,
     })
+}
+
+fn operational_from_row(row: &impl RowReader) -> StoreResult<Option<OperationalStatus>> {
+    let Some(state) = row.opt_text("operational_state")? else {
+        return Ok(None);
+    };
+    let state = OperationalState::parse(&state).ok_or_else(|| StoreError::Decode {
+        what: "component.operational_state",
+        detail: format!("unknown operational state {state:?}"),
+    })?;
+    Ok(Some(OperationalStatus {
+        state,
+        reason: row.opt_text("operational_reason")?.unwrap_or_default(),
+    }))
 }
 
 /// Storage name of a component type back to the type; `Unknown` included
@@ -320,10 +337,12 @@ fn component_row(
         sql.bind(c.position.host_id),
         sql.bind(opt_non_empty(&c.external_id)),
         sql.bind(opt_non_empty(&c.power_state)),
+        sql.bind(c.operational.as_ref().map(|o| o.state.as_str().to_string())),
+        sql.bind(c.operational.as_ref().and_then(|o| non_empty(&o.reason))),
         sql.bind(now),
     ];
     // updated_at = created_at; deleted_at NULL.
-    format!("({}, {}, NULL)", values.join(", "), values[14])
+    format!("({}, {}, NULL)", values.join(", "), values[16])
 }
 
 /// The rows of `racks`, their components and BMCs, in multi-row inserts.
@@ -725,6 +744,17 @@ pub(crate) async fn component_patch<B: Backend>(
     if let Some(v) = patch.rack_id {
         sets.push(format!("rack_id = {}", update.bind(v)));
     }
+    if let Some(v) = &patch.operational {
+        let (state, reason) = match v {
+            Some(status) => (
+                Some(status.state.as_str().to_string()),
+                non_empty(&status.reason),
+            ),
+            None => (None, None),
+        };
+        sets.push(format!("operational_state = {}", update.bind(state)));
+        sets.push(format!("operational_reason = {}", update.bind(reason)));
+    }
     let id_param = update.bind(id);
     update.push(&format!(
         "UPDATE component SET {} WHERE id = {id_param} AND deleted_at IS NULL",
@@ -766,6 +796,33 @@ pub(crate) async fn component_patch<B: Backend>(
     }
     tx.commit().await?;
     component_get(backend, id).await
+}
+
+/// Of `ids`, the non-deleted components whose operational state is one of
+/// `states` (the readiness gate's question), in id order.
+pub(crate) async fn components_in_states<B: Backend>(
+    backend: &B,
+    ids: &[Uuid],
+    states: &[OperationalState],
+) -> StoreResult<Vec<Uuid>> {
+    if ids.is_empty() || states.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut found = Vec::new();
+    for chunk in ids.chunks(ID_CHUNK) {
+        let mut sql = Sql::default();
+        let id_list = sql.bind_list(chunk.iter().copied());
+        let state_list = sql.bind_list(states.iter().map(|s| s.as_str()));
+        sql.push(&format!(
+            "SELECT id FROM component WHERE id IN {id_list} AND deleted_at IS NULL \
+             AND operational_state IN {state_list}"
+        ));
+        for row in backend.fetch_all(sql).await? {
+            found.push(row.uuid("id")?);
+        }
+    }
+    found.sort();
+    Ok(found)
 }
 
 /// Records what component managers read back. Each observation sets the

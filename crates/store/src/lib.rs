@@ -83,6 +83,8 @@ pub struct ComponentPatch {
     pub rack_id: Option<Option<Uuid>>,
     /// BMCs matched by MAC: existing rows are updated, new ones added.
     pub bmcs: Vec<rackflow_domain::inventory::Bmc>,
+    /// `Some(None)` clears the operational state (ready again).
+    pub operational: Option<Option<rackflow_domain::inventory::OperationalStatus>>,
 }
 
 /// What the submitter decided after seeing the rack's unfinished tasks
@@ -366,6 +368,14 @@ pub trait Store: Send + Sync + 'static {
     /// their observation times (an older observation never overwrites a
     /// newer one). Unknown or deleted components are skipped.
     async fn components_observe(&self, observations: &[Observation]) -> StoreResult<()>;
+
+    /// Of `ids`, the non-deleted components whose operational state is one
+    /// of `states`, in no particular order (the readiness gate's question).
+    async fn components_in_states(
+        &self,
+        ids: &[Uuid],
+        states: &[rackflow_domain::inventory::OperationalState],
+    ) -> StoreResult<Vec<Uuid>>;
 
     // ---- operation runs ---------------------------------------------------
 

@@ -24,7 +24,9 @@ use rackflow_domain::ComponentType;
 use rackflow_domain::ComponentsByType;
 use rackflow_domain::audit::{AuditEvent, SYSTEM_ACTOR};
 use rackflow_domain::dispatch::{CLAIM_WINDOW_MARGIN, EarlierPhases};
-use rackflow_domain::inventory::{Bmc, BmcType, Component, Location, Position, Rack};
+use rackflow_domain::inventory::{
+    Bmc, BmcType, Component, Location, OperationalState, OperationalStatus, Position, Rack,
+};
 use rackflow_domain::rule::{
     ActionConfig, OperationRule, RackRuleAssociation, RetryPolicy, RuleDefinition, SequenceStep,
 };
@@ -183,6 +185,7 @@ both_dialects!(
     racks_import_names_the_rack_that_breaks_a_batch,
     component_create_list_and_filters,
     component_patch_updates_fields_and_upserts_bmcs,
+    components_in_states_answers_the_readiness_gate,
     components_observe_records_facts_newest_wins,
     run_create_and_get_round_trip,
     run_create_with_a_bad_target_writes_nothing,
@@ -281,6 +284,7 @@ fn component(
         power_state: Some("on".to_string()),
         firmware_observed_at: None,
         power_observed_at: None,
+        operational: None,
         created_at: epoch(),
         updated_at: epoch(),
         deleted_at: None,
@@ -1257,6 +1261,99 @@ async fn components_observe_records_facts_newest_wins(db: &Db) {
     assert_eq!(patched.power_observed_at, Some(t1));
 }
 
+/// The readiness gate's question: of these ids, which are in one of these
+/// operational states (deleted components and unknown ids never are).
+async fn components_in_states_answers_the_readiness_gate(db: &Db) {
+    let store = db.store();
+    let a = rack(1, "a", Some("a-ext"));
+    let comps: Vec<Component> = (10..14)
+        .map(|i| {
+            component(
+                i,
+                Some(a.id),
+                ComponentType::Compute,
+                &format!("c{i}"),
+                None,
+            )
+        })
+        .collect();
+    store.rack_create(&a, &comps).await.unwrap();
+    let set = |state: Option<OperationalState>| ComponentPatch {
+        operational: Some(state.map(|state| OperationalStatus {
+            state,
+            reason: String::new(),
+        })),
+        ..Default::default()
+    };
+    store
+        .component_patch(comps[0].id, &set(Some(OperationalState::InService)))
+        .await
+        .unwrap();
+    store
+        .component_patch(comps[1].id, &set(Some(OperationalState::Drained)))
+        .await
+        .unwrap();
+    store
+        .component_patch(comps[2].id, &set(Some(OperationalState::InService)))
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = comps.iter().map(|c| c.id).chain([Uuid::new_v4()]).collect();
+    let mut held = store
+        .components_in_states(&ids, &[OperationalState::InService])
+        .await
+        .unwrap();
+    held.sort();
+    let mut want = vec![comps[0].id, comps[2].id];
+    want.sort();
+    assert_eq!(held, want);
+    assert_eq!(
+        store
+            .components_in_states(
+                &ids,
+                &[OperationalState::Drained, OperationalState::Maintenance]
+            )
+            .await
+            .unwrap(),
+        [comps[1].id]
+    );
+    assert!(
+        store
+            .components_in_states(&ids, &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .components_in_states(&[], &[OperationalState::InService])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Clearing releases it; a deleted rack's components are never held.
+    store
+        .component_patch(comps[2].id, &set(None))
+        .await
+        .unwrap();
+    let cleared = store.component_get(comps[2].id).await.unwrap().expect("c2");
+    assert_eq!(cleared.operational, None);
+    assert_eq!(
+        store
+            .components_in_states(&ids, &[OperationalState::InService])
+            .await
+            .unwrap(),
+        [comps[0].id]
+    );
+    assert!(store.rack_soft_delete(a.id).await.unwrap());
+    assert!(
+        store
+            .components_in_states(&ids, &[OperationalState::InService])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 async fn component_patch_updates_fields_and_upserts_bmcs(db: &Db) {
     let store = db.store();
     let (a, b) = (rack(0xA, "a", None), rack(0xB, "b", None));
@@ -1283,12 +1380,20 @@ async fn component_patch_updates_fields_and_upserts_bmcs(db: &Db) {
                     bmc("AA:BB:CC:DD:EE:01", BmcType::Dpu, Some("10.0.0.9")),
                     bmc("aa:bb:cc:dd:ee:02", BmcType::Host, Some("10.0.0.2")),
                 ],
+                operational: Some(Some(OperationalStatus {
+                    state: OperationalState::InService,
+                    reason: "tenant job 42".into(),
+                })),
             },
         )
         .await
         .unwrap()
         .expect("patched");
     let mut expected = original.clone();
+    expected.operational = Some(OperationalStatus {
+        state: OperationalState::InService,
+        reason: "tenant job 42".into(),
+    });
     expected.firmware_version = "2.0.0".into();
     expected.position = Position {
         slot_id: 7,

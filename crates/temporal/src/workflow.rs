@@ -125,6 +125,9 @@ impl TaskWorkflow {
             config: ExecutorConfig {
                 default_step_timeout: input.settings.default_step_timeout,
                 default_retry: input.settings.default_retry.clone(),
+                // The readiness gate runs in the activities, with the
+                // worker's own settings.
+                ..ExecutorConfig::default()
             },
         };
         let stages = Box::pin(run.execute(resumed));

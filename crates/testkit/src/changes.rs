@@ -270,6 +270,14 @@ impl Store for ObservedStore {
         result
     }
 
+    async fn components_in_states(
+        &self,
+        ids: &[Uuid],
+        states: &[rackflow_domain::inventory::OperationalState],
+    ) -> StoreResult<Vec<Uuid>> {
+        self.inner.components_in_states(ids, states).await
+    }
+
     async fn run_create(
         &self,
         run: &OperationRun,

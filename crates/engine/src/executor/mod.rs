@@ -52,7 +52,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::Utc;
 use rackflow_domain::ComponentType;
-use rackflow_domain::inventory::Observation;
+use rackflow_domain::inventory::{GatedOperation, Observation};
 use rackflow_domain::report::{Report, ReportStatus};
 use rackflow_domain::rule::{RetryPolicy, RuleDefinition, SequenceStep};
 use rackflow_domain::task::TaskInformation;
@@ -83,6 +83,18 @@ pub trait InventoryObserver: Send + Sync {
     /// Returns once everything observed so far is recorded (or given up
     /// on): a task calls it before it ends. Default: recorded at once.
     async fn flush(&self) {}
+}
+
+/// Answers the readiness gate (spec flow-core §5.7, issue 12): which of
+/// `components` have an operational status that holds `operation` back.
+/// An error is logged and asked again at the next poll.
+#[async_trait]
+pub trait Readiness: Send + Sync {
+    async fn holding(
+        &self,
+        components: &[Uuid],
+        operation: GatedOperation,
+    ) -> Result<Vec<Uuid>, String>;
 }
 
 /// One task to execute.
@@ -148,13 +160,25 @@ pub struct ExecutorConfig {
     pub default_step_timeout: Duration,
     /// Retry policy of steps that set none.
     pub default_retry: RetryPolicy,
+    /// How long a power or firmware action waits for its components to be
+    /// released (not in service) before it fails (reference: 30 m).
+    pub readiness_timeout: Duration,
+    /// How often the readiness gate asks again (reference: 5 s).
+    pub readiness_poll: Duration,
 }
+
+/// The reference's readiness wait (flow-core §8).
+pub const DEFAULT_READINESS_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// The reference's readiness poll interval.
+pub const DEFAULT_READINESS_POLL: Duration = Duration::from_secs(5);
 
 impl Default for ExecutorConfig {
     fn default() -> Self {
         ExecutorConfig {
             default_step_timeout: rackflow_domain::rule::DEFAULT_STEP_TIMEOUT,
             default_retry: RetryPolicy::activity_default(),
+            readiness_timeout: DEFAULT_READINESS_TIMEOUT,
+            readiness_poll: DEFAULT_READINESS_POLL,
         }
     }
 }
@@ -182,11 +206,19 @@ pub struct LocalExecutor {
     keys: Option<Arc<rackflow_security::secrets::DataKeys>>,
     /// Where read-back versions and power states go (`None`: nowhere).
     observer: Option<Arc<dyn InventoryObserver>>,
+    /// The readiness gate's source (`None`: every component is ready).
+    readiness: Option<Arc<dyn Readiness>>,
 }
 
 impl std::fmt::Debug for dyn InventoryObserver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("InventoryObserver")
+    }
+}
+
+impl std::fmt::Debug for dyn Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Readiness")
     }
 }
 
@@ -242,6 +274,7 @@ struct RunContext<'a> {
     registry: &'a ManagerRegistry,
     keys: Option<&'a rackflow_security::secrets::DataKeys>,
     observer: Option<&'a dyn InventoryObserver>,
+    readiness: Option<&'a dyn Readiness>,
     config: &'a ExecutorConfig,
     information: &'a TaskInformation,
     targets: &'a Targets,
@@ -255,7 +288,15 @@ impl LocalExecutor {
             config,
             keys: None,
             observer: None,
+            readiness: None,
         }
+    }
+
+    /// Power and firmware actions wait until `readiness` says none of their
+    /// components is held back (the reference's readiness gate).
+    pub fn with_readiness(mut self, readiness: Option<Arc<dyn Readiness>>) -> Self {
+        self.readiness = readiness;
+        self
     }
 
     /// Versions and power states read back during runs go to `observer`.
@@ -317,6 +358,7 @@ impl LocalExecutor {
             registry: &self.registry,
             keys: self.keys.as_deref(),
             observer: self.observer.as_deref(),
+            readiness: self.readiness.as_deref(),
             config: &self.config,
             information: &job.information,
             targets: &targets,
@@ -362,6 +404,7 @@ impl LocalExecutor {
             registry: &self.registry,
             keys: self.keys.as_deref(),
             observer: self.observer.as_deref(),
+            readiness: self.readiness.as_deref(),
             config: &self.config,
             information: spec.information,
             targets: &targets,

@@ -12,7 +12,7 @@ use rackflow_domain::rule::PowerState as ExpectedPower;
 use rackflow_domain::rule::{Action, ActionConfig, RetryPolicy, SequenceStep};
 use tokio::time::Instant;
 
-use rackflow_domain::inventory::Observation;
+use rackflow_domain::inventory::{GatedOperation, Observation};
 use rackflow_domain::report::{ComponentOutcome, ComponentStatus};
 
 use super::RunContext;
@@ -154,6 +154,9 @@ pub(super) async fn run_attempt(
     } else {
         run.components
     };
+    // The wait for readiness is not bound by the step timeout (the
+    // reference gates before the activity's own work starts).
+    run.ready(&action, batch).await?;
     tokio::time::timeout(
         run.step_timeout,
         run.attempt(&action, config, batch, resume),
@@ -258,6 +261,7 @@ impl StepRun<'_, '_> {
         batch: &[ComponentRef],
         resuming: bool,
     ) -> Result<(), String> {
+        self.ready(action, batch).await.map_err(|e| e.message)?;
         let mut attempt = 1;
         loop {
             // After a restart or a failed attempt, work may be in flight or
@@ -372,6 +376,103 @@ impl StepRun<'_, '_> {
                 "action {} is not supported by the local executor",
                 action.name()
             ))),
+        }
+    }
+
+    /// The readiness gate (spec flow-core §5.7, issue 12): before a power or
+    /// firmware action, waits while any component of `batch` has an
+    /// operational status that holds the operation back, asking every
+    /// `readiness_poll` for up to `readiness_timeout`, then fails naming the
+    /// components. `override_readiness_check` skips it (logged). The wait is
+    /// shown in the step report's `waiting_for`.
+    async fn ready(&self, action: &Action, batch: &[ComponentRef]) -> Result<(), ActionError> {
+        let operation = match action {
+            Action::PowerControl { .. } => GatedOperation::PowerControl,
+            Action::FirmwareControl { .. } => GatedOperation::FirmwareControl,
+            _ => return Ok(()),
+        };
+        let Some(readiness) = self.ctx.readiness else {
+            return Ok(());
+        };
+        let info = self.ctx.information;
+        let overridden = info.override_readiness_check
+            || info
+                .firmware
+                .as_ref()
+                .is_some_and(|f| f.override_readiness_check);
+        if overridden {
+            tracing::info!(
+                stage = self.stage,
+                component_type = %self.step.component_type,
+                operation = %operation,
+                "readiness check overridden"
+            );
+            return Ok(());
+        }
+        let ids: Vec<uuid::Uuid> = batch.iter().map(|c| c.id).collect();
+        let config = self.ctx.config;
+        let deadline = Instant::now() + config.readiness_timeout;
+        let mut waiting = false;
+        loop {
+            let holding = match readiness.holding(&ids, operation).await {
+                Ok(holding) => holding,
+                Err(error) => {
+                    tracing::warn!(error = %error, "readiness check failed; asking again");
+                    ids.clone()
+                }
+            };
+            if holding.is_empty() {
+                if waiting {
+                    self.update(|s, _| s.waiting_for = None).await;
+                }
+                return Ok(());
+            }
+            let named = self.named(&holding);
+            if Instant::now() >= deadline {
+                return Err(ActionError::permanent(format!(
+                    "readiness check timed out after {}: {} not ready for {}: {}",
+                    format_go_duration(config.readiness_timeout),
+                    count_noun(holding.len(), "component is", "components are"),
+                    operation.words(),
+                    named
+                )));
+            }
+            let message = format!(
+                "readiness: {} held back from {} (in service): {}",
+                count_noun(holding.len(), "component", "components"),
+                operation.words(),
+                named
+            );
+            if !waiting {
+                tracing::info!(
+                    stage = self.stage,
+                    component_type = %self.step.component_type,
+                    operation = %operation,
+                    held = holding.len(),
+                    "waiting for components to be released"
+                );
+                waiting = true;
+            }
+            self.update(|s, _| s.waiting_for = Some(message)).await;
+            let left = deadline.saturating_duration_since(Instant::now());
+            sleep(config.readiness_poll.min(left)).await;
+        }
+    }
+
+    /// External ids of the step's components among `ids`, sorted (at most
+    /// five, then "and N more"), for messages.
+    fn named(&self, ids: &[uuid::Uuid]) -> String {
+        let mut names: Vec<&str> = self
+            .components
+            .iter()
+            .filter(|c| ids.contains(&c.id))
+            .map(|c| c.external_id.as_str())
+            .collect();
+        names.sort_unstable();
+        let shown = names.iter().take(5).copied().collect::<Vec<_>>().join(", ");
+        match names.len() {
+            n if n > 5 => format!("{shown} and {} more", n - 5),
+            _ => shown,
         }
     }
 
@@ -1049,6 +1150,15 @@ async fn wait_change_or(
             }
         }
         None => sleep(poll_interval).await,
+    }
+}
+
+/// "1 component" / "3 components".
+fn count_noun(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
     }
 }
 

@@ -1032,3 +1032,120 @@ async fn firmware_completion_wakes_the_poller_before_its_interval() {
         "took {elapsed:?}: the poller waited for its interval"
     );
 }
+
+/// A readiness source whose held-back components tests change while a task
+/// waits; counts the checks.
+#[derive(Default)]
+struct Held {
+    ids: Mutex<Vec<Uuid>>,
+    checks: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait]
+impl Readiness for Held {
+    async fn holding(
+        &self,
+        components: &[Uuid],
+        _operation: GatedOperation,
+    ) -> Result<Vec<Uuid>, String> {
+        self.checks
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let held = self.ids.lock().unwrap();
+        Ok(components
+            .iter()
+            .filter(|id| held.contains(id))
+            .copied()
+            .collect())
+    }
+}
+
+fn gated_fleet(held: &Arc<Held>) -> (Arc<SimFleet>, LocalExecutor) {
+    let fleet = SimFleet::new(steady());
+    let config = ExecutorConfig {
+        readiness_timeout: Duration::from_secs(60),
+        readiness_poll: Duration::from_secs(5),
+        ..ExecutorConfig::default()
+    };
+    let executor = LocalExecutor::new(Arc::new(fleet.registry()), config)
+        .with_readiness(Some(held.clone() as Arc<dyn Readiness>));
+    (fleet, executor)
+}
+
+fn power_step() -> RuleDefinition {
+    definition(json!([
+        { "component_type": "Compute", "stage": 1, "main_operation": { "name": "PowerControl" },
+          "retry": one_attempt() },
+    ]))
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_readiness_gate_waits_for_in_service_components_to_be_released() {
+    let held = Arc::new(Held::default());
+    let (fleet, executor) = gated_fleet(&held);
+    let targets = components(ComponentType::Compute, "c", 3);
+    *held.ids.lock().unwrap() = vec![targets[1].id];
+    let recorder = Arc::new(Recorder::default());
+    let task = {
+        let executor = executor.clone();
+        let recorder = recorder.clone();
+        let job = job(power("power_off"), power_step(), targets.clone());
+        tokio::spawn(async move { executor.run(job, recorder, CancellationToken::new()).await })
+    };
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    // Nothing was powered while c-1 is in service; the step says why.
+    assert!(fleet.call_log(0).is_empty(), "{:?}", fleet.call_log(0));
+    let waiting = recorder.last().stages[0].steps[0].waiting_for.clone();
+    assert_eq!(
+        waiting.as_deref(),
+        Some("readiness: 1 component held back from power control (in service): c-1")
+    );
+    held.ids.lock().unwrap().clear();
+    let outcome = task.await.unwrap();
+    assert_eq!(outcome, TaskOutcome::Completed);
+    assert_eq!(fleet.call_log(0).len(), 1);
+    let report = recorder.last();
+    assert_eq!(report.stages[0].steps[0].waiting_for, None);
+    // Asked at 0 s, 5 s, 10 s (held) and 15 s (released).
+    assert_eq!(held.checks.load(std::sync::atomic::Ordering::SeqCst), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_readiness_gate_fails_the_task_naming_the_components_after_its_timeout() {
+    let held = Arc::new(Held::default());
+    let (fleet, executor) = gated_fleet(&held);
+    let targets = components(ComponentType::Compute, "c", 7);
+    *held.ids.lock().unwrap() = targets.iter().map(|c| c.id).collect();
+    let started = Instant::now();
+    let (outcome, _) = run(
+        &executor,
+        job(firmware("2.0"), firmware_step(one_attempt()), targets),
+    )
+    .await;
+    assert_eq!(started.elapsed(), Duration::from_secs(60));
+    assert_eq!(
+        outcome,
+        TaskOutcome::Failed(
+            "stage 1 failed: component type Compute failed: readiness check timed out after \
+             1m0s: 7 components are not ready for firmware control: c-0, c-1, c-2, c-3, c-4 \
+             and 2 more"
+                .to_string()
+        )
+    );
+    assert!(fleet.call_log(0).is_empty(), "nothing may be flashed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn override_readiness_check_skips_the_gate() {
+    let held = Arc::new(Held::default());
+    let (fleet, executor) = gated_fleet(&held);
+    let targets = components(ComponentType::Compute, "c", 2);
+    *held.ids.lock().unwrap() = targets.iter().map(|c| c.id).collect();
+    let mut info = power("power_on");
+    info.override_readiness_check = true;
+    let started = Instant::now();
+    let (outcome, _) = run(&executor, job(info, power_step(), targets)).await;
+    assert_eq!(outcome, TaskOutcome::Completed);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(held.checks.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(fleet.call_log(0).len(), 1);
+}

@@ -7,9 +7,9 @@
 //! it started.
 //!
 //! Mapping of Flow's inventory to rack-manager nodes: a component is the
-//! node `node_id = component external id` in rack `rack_id = rack name`
-//! (the nodes must be registered with the rack manager under those ids,
-//! e.g. by `CreateNodes` from the same inventory source).
+//! node `node_id = component external id` in rack `rack_id = rack external id` (else its name)
+//! (the nodes must be registered with the rack manager under those ids:
+//! `rackflow rms sync` / `sync_on_start`, see [`super::rms_sync`]).
 //!
 //! Calls:
 //! * power: `SetPowerState` per component, one at a time (synchronous in
@@ -80,6 +80,16 @@ pub struct RmsProviderConfig {
     /// TLS to the rack manager (`[rms.tls]`: `ca`, `cert`, `key`,
     /// `server_name`); used when `address` is `https://`.
     pub tls: rackflow_security::ClientTlsFiles,
+    /// Register Flow's inventory with the rack manager when the server
+    /// starts (before interrupted tasks resume); `rackflow rms sync` does
+    /// the same on demand.
+    pub sync_on_start: bool,
+    /// BMC user name the sync registers nodes with (empty: no credentials).
+    pub bmc_username: String,
+    /// File whose first line is the BMC password (with `bmc_username`).
+    pub bmc_password_file: Option<std::path::PathBuf>,
+    /// BMC port of the registered nodes (0: the rack manager's default).
+    pub bmc_port: u32,
 }
 
 /// Names of the settings in errors.
@@ -103,6 +113,10 @@ impl Default for RmsProviderConfig {
             activate: false,
             version_entry: "BMC".to_owned(),
             tls: rackflow_security::ClientTlsFiles::default(),
+            sync_on_start: false,
+            bmc_username: String::new(),
+            bmc_password_file: None,
+            bmc_port: 0,
         }
     }
 }
@@ -113,6 +127,37 @@ pub enum RmsProviderError {
     /// The address or its TLS files cannot be used.
     #[error(transparent)]
     Endpoint(#[from] rackflow_security::SecurityError),
+    /// `rms.bmc_password_file` cannot be read.
+    #[error("rms.bmc_password_file {path}: {source}")]
+    PasswordFile {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl RmsProviderConfig {
+    /// The BMC login of `rackflow rms sync` / `sync_on_start`.
+    pub fn bmc_login(&self) -> Result<super::rms_sync::BmcLogin, RmsProviderError> {
+        let password = match &self.bmc_password_file {
+            None => None,
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| {
+                    RmsProviderError::PasswordFile {
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
+                Some(rackflow_domain::run::SecretText::new(
+                    text.lines().next().unwrap_or_default().to_owned(),
+                ))
+            }
+        };
+        Ok(super::rms_sync::BmcLogin {
+            username: self.bmc_username.clone(),
+            password,
+            port: self.bmc_port,
+        })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -156,6 +201,11 @@ impl RmsManager {
             changes: Arc::default(),
             pollers: Background::new("rack-manager job pollers"),
         })
+    }
+
+    /// A client of the rack manager (shares the connection).
+    pub fn client(&self) -> RackManagerClient<Channel> {
+        self.client.clone()
     }
 
     /// The rack-manager job tracking a component's current update, if this

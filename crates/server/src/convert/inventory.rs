@@ -4,7 +4,8 @@ use chrono::Utc;
 use rackflow_api::v1 as pb;
 use rackflow_domain::ComponentType;
 use rackflow_domain::inventory::{
-    Bmc, BmcType, Component, Location, Position, Rack, normalize_mac,
+    Bmc, BmcType, Component, Location, OperationalState, OperationalStatus, Position, Rack,
+    normalize_mac,
 };
 use rackflow_engine::inventory::{ComponentQuery, RackRef};
 use rackflow_engine::store::{ComponentFilterQuery, ComponentPatch, RackFilter};
@@ -71,6 +72,12 @@ pub fn new_component(field: &str, c: &pb::Component, rack_id: Option<Uuid>) -> C
         // What a client sends is a claim; only a component manager observes.
         firmware_observed_at: None,
         power_observed_at: None,
+        operational: operational(
+            &format!("{field}."),
+            Some(c.operational_state),
+            Some(c.operational_reason.as_str()),
+        )?
+        .flatten(),
         created_at: now,
         updated_at: now,
         deleted_at: None,
@@ -143,6 +150,69 @@ fn device_info(
     }
 }
 
+/// An operational state from the wire: `None` = not given, `Some(None)` =
+/// cleared (UNSPECIFIED), else the state with its reason. `field` prefixes
+/// the field names in errors ("" or "component.").
+fn operational(
+    field: &str,
+    state: Option<i32>,
+    reason: Option<&str>,
+) -> Checked<Option<Option<OperationalStatus>>> {
+    let Some(state) = state else {
+        if reason.is_some_and(|r| !r.trim().is_empty()) {
+            return invalid(format!(
+                "{field}operational_reason needs an operational_state"
+            ));
+        }
+        return Ok(None);
+    };
+    if state == pb::OperationalState::Unspecified as i32 {
+        if reason.is_some_and(|r| !r.trim().is_empty()) {
+            return invalid(format!(
+                "{field}operational_reason needs an operational_state"
+            ));
+        }
+        return Ok(Some(None));
+    }
+    let Some(state) = OperationalState::from_wire(state) else {
+        return invalid(format!(
+            "{field}operational_state {state} is unknown (in service 1, drained 2, maintenance 3)"
+        ));
+    };
+    let reason = reason.unwrap_or_default().trim();
+    if reason.chars().count() > MAX_OPERATIONAL_REASON {
+        return invalid(format!(
+            "{field}operational_reason is longer than {MAX_OPERATIONAL_REASON} characters"
+        ));
+    }
+    Ok(Some(Some(OperationalStatus {
+        state,
+        reason: reason.to_string(),
+    })))
+}
+
+/// Longest operational reason accepted (a sentence, not a document).
+const MAX_OPERATIONAL_REASON: usize = 512;
+
+/// The reference's `status` for an operational state: an in-service
+/// component is in use and blocks what the readiness gate holds back.
+fn pb_status(operational: &OperationalStatus) -> pb::ComponentOperationStatus {
+    let phase = match operational.state {
+        OperationalState::InService => pb::Phase::InUse,
+        OperationalState::Drained | OperationalState::Maintenance => pb::Phase::Ready,
+    };
+    pb::ComponentOperationStatus {
+        phase: phase as i32,
+        reason: operational.reason.clone(),
+        blocked_operations: operational
+            .state
+            .blocked_operations()
+            .iter()
+            .map(|op| op.to_wire())
+            .collect(),
+    }
+}
+
 pub fn pb_component(c: &Component, rack_external_id: Option<&str>) -> pb::Component {
     pb::Component {
         r#type: c.component_type as i32,
@@ -175,6 +245,13 @@ pub fn pb_component(c: &Component, rack_external_id: Option<&str>) -> pb::Compon
         rack_external_id: rack_external_id.unwrap_or_default().to_string(),
         firmware_observed_at: c.firmware_observed_at.map(super::timestamp),
         power_state_observed_at: c.power_observed_at.map(super::timestamp),
+        status: c.operational.as_ref().map(pb_status),
+        operational_state: c.operational.as_ref().map_or(0, |o| o.state.to_wire()),
+        operational_reason: c
+            .operational
+            .as_ref()
+            .map(|o| o.reason.clone())
+            .unwrap_or_default(),
         ..Default::default()
     }
 }
@@ -267,6 +344,7 @@ pub fn component_patch(req: &pb::PatchComponentRequest) -> Checked<ComponentPatc
         firmware_version: req.firmware_version.clone(),
         description: req.description.clone(),
         bmcs: bmcs("patch", &req.bmcs)?,
+        operational: operational("", req.operational_state, req.operational_reason.as_deref())?,
         ..Default::default()
     };
     if let Some(rack) = &req.rack_id {
