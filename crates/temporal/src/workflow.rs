@@ -150,8 +150,19 @@ impl TaskWorkflow {
             }
         };
         run.finish(outcome, &message).await?;
-        if outcome == Outcome::Cancelled && ctx.cancellation_token().is_cancelled() {
-            return Err(WorkflowTermination::cancelled());
+        if outcome == Outcome::Cancelled {
+            // A cancel records the task terminated before it asks Temporal
+            // to cancel the workflow, so the saver can see the first before
+            // the second arrives. Wait for the request a little (a durable
+            // timer, ended by the cancellation) so the workflow ends
+            // CANCELED as its task did; Temporal accepts a cancelled end
+            // only once one was requested.
+            if !ctx.cancellation_token().is_cancelled() {
+                let _ = ctx.timer(CANCEL_REQUEST_WAIT).await;
+            }
+            if ctx.cancellation_token().is_cancelled() {
+                return Err(WorkflowTermination::cancelled());
+            }
         }
         Ok(TaskResult { outcome, message })
     }
@@ -458,6 +469,11 @@ impl Run<'_> {
 /// the attempt's timeout error (with the local executor's text) wins; only
 /// a lost worker meets Temporal's.
 const ATTEMPT_SLACK: Duration = Duration::from_secs(30);
+
+/// How long a workflow whose task was found terminated waits for the
+/// cancel request that follows (a user's cancel sends it milliseconds
+/// after recording the task terminated).
+const CANCEL_REQUEST_WAIT: Duration = Duration::from_secs(10);
 
 fn save_options() -> LocalActivityOptions {
     LocalActivityOptions::builder()
