@@ -419,6 +419,7 @@ const OUR_MESSAGES: &[&str] = &[
     "RotateSecretsResponse",
     "FirmwareBundle",
     "FirmwareBundleEntry",
+    "InstalledVersion",
 ];
 
 /// The first number rackflow may give a field it adds to a reference message.

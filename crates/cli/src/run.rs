@@ -284,6 +284,43 @@ pub struct PlannedTargetView {
     pub rack_name: String,
     /// Component count per type name.
     pub components: BTreeMap<String, usize>,
+    /// What the targeted components run now, per type and version.
+    pub installed_versions: Vec<InstalledVersionView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InstalledVersionView {
+    #[serde(rename = "type")]
+    pub component_type: String,
+    pub version: String,
+    pub components: i32,
+    /// Of those, read back from the hardware.
+    pub observed: i32,
+}
+
+impl PlannedTargetView {
+    /// `Compute 1.0.0 ×2, NVSwitch nvos-1 ×1` ("-" when unknown); a `*`
+    /// marks versions not all read back from the hardware.
+    fn current_text(&self) -> String {
+        let parts: Vec<String> = self
+            .installed_versions
+            .iter()
+            .map(|v| {
+                let unobserved = if v.observed < v.components { "*" } else { "" };
+                format!(
+                    "{} {}{unobserved} ×{}",
+                    v.component_type,
+                    if v.version.is_empty() {
+                        "?"
+                    } else {
+                        &v.version
+                    },
+                    v.components
+                )
+            })
+            .collect();
+        or_dash(&parts.join(", "))
+    }
 }
 
 impl PreviewView {
@@ -312,6 +349,16 @@ impl PreviewView {
                     rack_external_id: t.rack_external_id.clone(),
                     rack_name: t.rack_name.clone(),
                     components: component_counts(t.components_by_type.as_ref()),
+                    installed_versions: t
+                        .installed_versions
+                        .iter()
+                        .map(|v| InstalledVersionView {
+                            component_type: crate::rack::type_name(v.component_type),
+                            version: v.version.clone(),
+                            components: v.components,
+                            observed: v.observed,
+                        })
+                        .collect(),
                 })
                 .collect(),
         }
@@ -464,6 +511,7 @@ fn print_preview(view: &PreviewView) {
         "RACK NAME".to_string(),
     ];
     headers.extend(types.iter().map(|t| t.to_ascii_uppercase()));
+    headers.push("CURRENT".to_string());
     let mut table = Table::new(headers);
     for t in &view.targets {
         let mut row = vec![
@@ -477,9 +525,18 @@ fn print_preview(view: &PreviewView) {
                 .iter()
                 .map(|ty| t.components.get(*ty).copied().unwrap_or(0).to_string()),
         );
+        row.push(t.current_text());
         table.row(row);
     }
     table.print();
+    if view
+        .targets
+        .iter()
+        .flat_map(|t| &t.installed_versions)
+        .any(|v| v.observed < v.components)
+    {
+        crate::outln!("* as imported or patched, not read back from the hardware yet");
+    }
 }
 
 // ---------------------------------------------------------------------------

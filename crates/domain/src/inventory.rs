@@ -188,6 +188,49 @@ pub struct Observation {
     pub observed_at: DateTime<Utc>,
 }
 
+/// How many of a rack's targeted components run one version: what a
+/// rollout starts from (issue 12, the preview's installed versions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionCount {
+    pub component_type: ComponentType,
+    /// The inventory's version ("" when none is recorded).
+    pub version: String,
+    pub components: u32,
+    /// Of those, how many had the version read back from the hardware
+    /// (the rest are as imported or patched).
+    pub observed: u32,
+}
+
+/// The versions of the components of `inventory` that `targeted` names,
+/// counted per type and version, in type then version order. Targeted ids
+/// missing from `inventory` are not counted.
+pub fn installed_versions(
+    inventory: &[Component],
+    targeted: &crate::ComponentsByType,
+) -> Vec<VersionCount> {
+    use std::collections::{BTreeMap, HashSet};
+    let wanted: HashSet<Uuid> = targeted
+        .iter()
+        .flat_map(|(_, ids)| ids.iter().copied())
+        .collect();
+    let mut counts: BTreeMap<(&'static str, &str), VersionCount> = BTreeMap::new();
+    for c in inventory.iter().filter(|c| wanted.contains(&c.id)) {
+        let entry = counts
+            .entry((c.component_type.name(), c.firmware_version.as_str()))
+            .or_insert_with(|| VersionCount {
+                component_type: c.component_type,
+                version: c.firmware_version.clone(),
+                components: 0,
+                observed: 0,
+            });
+        entry.components += 1;
+        if c.firmware_observed_at.is_some() {
+            entry.observed += 1;
+        }
+    }
+    counts.into_values().collect()
+}
+
 /// Normalises a MAC address to lowercase colon-separated form, or `None` if
 /// the text is not a 48-bit MAC (`aa:bb:cc:dd:ee:ff`, `AA-BB-…`, `aabb.ccdd.eeff`).
 pub fn normalize_mac(text: &str) -> Option<String> {
@@ -257,5 +300,63 @@ mod tests {
             OperationalState::parse("in_service"),
             Some(OperationalState::InService)
         );
+    }
+
+    fn tray(ty: ComponentType, version: &str, observed: bool) -> Component {
+        let now = chrono::Utc::now();
+        Component {
+            id: Uuid::new_v4(),
+            rack_id: None,
+            component_type: ty,
+            name: String::new(),
+            manufacturer: String::new(),
+            model: None,
+            serial_number: String::new(),
+            description: None,
+            firmware_version: version.to_string(),
+            position: Position::default(),
+            bmcs: Vec::new(),
+            external_id: None,
+            power_state: None,
+            firmware_observed_at: observed.then_some(now),
+            power_observed_at: None,
+            operational: None,
+            created_at: now,
+            updated_at: now,
+            deleted_at: None,
+        }
+    }
+
+    #[test]
+    fn installed_versions_count_the_targeted_components_per_type_and_version() {
+        let inventory = vec![
+            tray(ComponentType::Compute, "2.0", true),
+            tray(ComponentType::Compute, "1.0", false),
+            tray(ComponentType::Compute, "2.0", false),
+            tray(ComponentType::NvSwitch, "nvos-1", true),
+            // Not targeted: not counted.
+            tray(ComponentType::PowerShelf, "pmc-1", true),
+        ];
+        let mut targeted = crate::ComponentsByType::new();
+        for c in &inventory[..4] {
+            targeted.push(c.component_type, c.id);
+        }
+        // A targeted id the inventory no longer has is not counted either.
+        targeted.push(ComponentType::Compute, Uuid::new_v4());
+        let count = |ty, version: &str, components, observed| VersionCount {
+            component_type: ty,
+            version: version.to_string(),
+            components,
+            observed,
+        };
+        assert_eq!(
+            installed_versions(&inventory, &targeted),
+            vec![
+                count(ComponentType::Compute, "1.0", 1, 0),
+                count(ComponentType::Compute, "2.0", 2, 1),
+                count(ComponentType::NvSwitch, "nvos-1", 1, 1),
+            ]
+        );
+        assert!(installed_versions(&inventory, &crate::ComponentsByType::new()).is_empty());
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use rackflow_domain::ComponentsByType;
-use rackflow_domain::inventory::Rack;
+use rackflow_domain::inventory::{Component, Rack};
 use rackflow_domain::planner::{self, CandidateEntry, Plan, PlanError};
 use rackflow_domain::run::{
     OperationRun, OperationRunTarget, Page, PhaseScope, RunConfiguration, RunListFilter, RunReason,
@@ -38,7 +38,14 @@ pub struct NewRun {
 pub struct PlanPreview {
     pub plan: Plan,
     pub racks: HashMap<Uuid, Rack>,
+    /// The components of the first [`PREVIEW_VERSION_RACKS`] planned racks
+    /// (plan order), for the installed versions the preview shows.
+    pub components: HashMap<Uuid, Vec<Component>>,
 }
+
+/// Planned racks whose installed versions a preview reads (a whole
+/// 10,000-rack plan's 350,000 components would dwarf the plan itself).
+pub const PREVIEW_VERSION_RACKS: usize = 1_000;
 
 /// A target page with the external ids of its racks.
 #[derive(Debug, Clone)]
@@ -74,7 +81,18 @@ impl RunManager {
             .into_iter()
             .map(|r| (r.id, r))
             .collect();
-        Ok(PlanPreview { plan, racks })
+        let first = &ids[..ids.len().min(PREVIEW_VERSION_RACKS)];
+        let mut components: HashMap<Uuid, Vec<Component>> = HashMap::new();
+        for c in self.store.components_of_racks_without_bmcs(first).await? {
+            if let Some(rack) = c.rack_id {
+                components.entry(rack).or_default().push(c);
+            }
+        }
+        Ok(PlanPreview {
+            plan,
+            racks,
+            components,
+        })
     }
 
     /// Plans the run and writes it with all its targets in one transaction.

@@ -27,6 +27,7 @@ both_stores!(
     power_steps_record_power_states,
     a_maintenance_window_holds_refuses_and_closes,
     a_bundle_upgrades_a_mixed_fleet_per_model_and_refuses_what_it_does_not_cover,
+    the_preview_shows_what_each_rack_runs_now,
 );
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -537,4 +538,62 @@ async fn a_bundle_upgrades_a_mixed_fleet_per_model_and_refuses_what_it_does_not_
             "{outcomes:?}"
         );
     }
+}
+
+/// The preview of a run shows, per planned rack, the versions its targeted
+/// components run now and how many of those were read back (issue 12).
+async fn the_preview_shows_what_each_rack_runs_now(backend: Backend) {
+    let Some((mut s, _sim)) = start(backend).await else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 2).await;
+    let id = submit_upgrade(&mut s, upgrade("2.0.0")).await;
+    let t = finished(&mut s, id).await;
+    assert_eq!(t.status, pb::TaskStatus::Completed as i32, "{t:#?}");
+
+    let preview = s
+        .extensions()
+        .preview_operation_run(common::run_request("versions", 100, "s", "o", 1))
+        .await
+        .expect("preview")
+        .into_inner();
+    let versions = |ext: &str| -> Vec<(i32, String, i32, i32)> {
+        preview
+            .targets
+            .iter()
+            .find(|t| t.rack_external_id == ext)
+            .unwrap_or_else(|| panic!("{ext} planned: {preview:#?}"))
+            .installed_versions
+            .iter()
+            .map(|v| {
+                (
+                    v.component_type,
+                    v.version.clone(),
+                    v.components,
+                    v.observed,
+                )
+            })
+            .collect()
+    };
+    let compute = pb::ComponentType::Compute as i32;
+    let switch = pb::ComponentType::Nvswitch as i32;
+    let shelf = pb::ComponentType::Powershelf as i32;
+    // Rack 1 was upgraded (its shelf left alone by the built-in rule).
+    assert_eq!(
+        versions("r-0001"),
+        [
+            (compute, "2.0.0".to_string(), 2, 2),
+            (switch, "2.0.0".to_string(), 1, 1),
+            (shelf, "1.0.0".to_string(), 1, 0),
+        ]
+    );
+    // Rack 2 runs what was imported, never read back.
+    assert_eq!(
+        versions("r-0002"),
+        [
+            (compute, "1.0.0".to_string(), 2, 0),
+            (switch, "1.0.0".to_string(), 1, 0),
+            (shelf, "1.0.0".to_string(), 1, 0),
+        ]
+    );
 }

@@ -78,6 +78,24 @@ pub(crate) async fn preview(
                 sequence_index: t.sequence_index,
                 phase_index: t.phase_index,
                 components_by_type: Some(convert::components_by_type(&t.components_by_type)),
+                installed_versions: preview
+                    .components
+                    .get(&t.rack_id)
+                    .map(|inventory| {
+                        rackflow_domain::inventory::installed_versions(
+                            inventory,
+                            &t.components_by_type,
+                        )
+                        .into_iter()
+                        .map(|v| pb::InstalledVersion {
+                            component_type: v.component_type as i32,
+                            version: v.version,
+                            components: wire_count(v.components),
+                            observed: wire_count(v.observed),
+                        })
+                        .collect()
+                    })
+                    .unwrap_or_default(),
             }
         })
         .collect();
