@@ -345,7 +345,6 @@ const NOT_YET_IMPLEMENTED: &[&str] = &[
     "ACPowerCycleRack",
     "GetComponentInfoByID",
     "GetComponentInfoBySerial",
-    "ValidateComponents",
     "DeleteComponent",
     "PurgeComponent",
     "CreateNVLDomain",

@@ -8,6 +8,7 @@
 //! differences only, then a summary line.
 
 use anyhow::Context;
+use rackflow_api::v1;
 use rackflow_domain::ComponentType;
 use rackflow_domain::bundle::{BUNDLE_TYPES, FirmwareBundle};
 use serde::Serialize;
@@ -180,6 +181,121 @@ pub async fn run_drift(
                 report.differing(),
                 report.unobserved(),
                 report.matching
+            );
+        }
+    }
+    Ok(())
+}
+
+/// JSON of `rackflow fleet drift` without a bundle.
+#[derive(Debug, Clone, Serialize)]
+pub struct ValidateView {
+    pub total_diffs: i32,
+    pub missing: i32,
+    pub unexpected: i32,
+    pub mismatch: i32,
+    pub matching: i32,
+    pub diffs: Vec<DiffView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DiffView {
+    /// `missing`, `unexpected` or `mismatch`.
+    #[serde(rename = "type")]
+    pub diff_type: String,
+    pub rack: String,
+    pub component: String,
+    pub mac_address: String,
+    /// `field: expected → actual`.
+    pub fields: Vec<String>,
+}
+
+/// `rackflow fleet drift` without `--bundle`: `ValidateComponents` over the
+/// whole inventory, every page.
+pub async fn run_validate(
+    server: &crate::client::ServerAddress,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    const PAGE: i32 = 500;
+    let mut flow = client::connect(server).await?;
+    let mut diffs = Vec::new();
+    let mut first: Option<v1::ValidateComponentsResponse> = None;
+    loop {
+        let page = flow
+            .validate_components(v1::ValidateComponentsRequest {
+                pagination: Some(v1::Pagination {
+                    offset: i32::try_from(diffs.len()).unwrap_or(i32::MAX),
+                    limit: PAGE,
+                }),
+                ..Default::default()
+            })
+            .await
+            .context("validate components")?
+            .into_inner();
+        let got = page.diffs.len();
+        diffs.extend(page.diffs.iter().map(|d| {
+            let rack = d
+                .expected
+                .as_ref()
+                .or(d.actual.as_ref())
+                .map(|c| c.rack_external_id.clone())
+                .unwrap_or_default();
+            DiffView {
+                diff_type: v1::DiffType::try_from(d.r#type)
+                    .map(|t| crate::output::enum_name(t.as_str_name(), "DIFF_TYPE_"))
+                    .unwrap_or_else(|_| d.r#type.to_string()),
+                rack,
+                component: d.component_id.clone(),
+                mac_address: d.component_mac_address.clone(),
+                fields: d
+                    .field_diffs
+                    .iter()
+                    .map(|f| {
+                        format!(
+                            "{}: {} → {}",
+                            f.field_name, f.expected_value, f.actual_value
+                        )
+                    })
+                    .collect(),
+            }
+        }));
+        let total = usize::try_from(page.total_diffs).unwrap_or(0);
+        first.get_or_insert(page);
+        if got == 0 || diffs.len() >= total {
+            break;
+        }
+    }
+    let counts = first.unwrap_or_default();
+    let view = ValidateView {
+        total_diffs: counts.total_diffs,
+        missing: counts.missing_count,
+        unexpected: counts.unexpected_count,
+        mismatch: counts.mismatch_count,
+        matching: counts.match_count,
+        diffs,
+    };
+    match output {
+        OutputFormat::Json => print_json(&view)?,
+        OutputFormat::Table => {
+            if !view.diffs.is_empty() {
+                let mut table = Table::new(["DIFF", "RACK", "COMPONENT", "BMC MAC", "FIELDS"]);
+                for d in &view.diffs {
+                    table.row([
+                        d.diff_type.clone(),
+                        or_dash(&d.rack),
+                        d.component.clone(),
+                        or_dash(&d.mac_address),
+                        d.fields.join("; "),
+                    ]);
+                }
+                table.print();
+            }
+            crate::outln!(
+                "{} missing, {} unexpected, {} mismatched, {} matching",
+                view.missing,
+                view.unexpected,
+                view.mismatch,
+                view.matching
             );
         }
     }

@@ -162,12 +162,15 @@ pub enum FleetCommand {
         /// Fleet file, JSON or YAML.
         file: PathBuf,
     },
-    /// Which racks and trays differ from a firmware bundle (versions as
-    /// last observed, or as imported when never observed).
+    /// What differs: without --bundle, the inventory against the component
+    /// manager's own (ValidateComponents: missing, unexpected and
+    /// mismatched components); with --bundle, which racks and trays differ
+    /// from a firmware bundle (versions as last observed, or as imported
+    /// when never observed).
     Drift {
         /// Bundle file (YAML): `models: {"GB200 NVL72": {compute: …}, …}`.
         #[arg(long, value_name = "FILE.yaml")]
-        bundle: PathBuf,
+        bundle: Option<PathBuf>,
     },
 }
 
@@ -332,9 +335,10 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Fleet(FleetCommand::Import { file }) => {
             fleet::run_import(server, &file, output).await
         }
-        Command::Fleet(FleetCommand::Drift { bundle }) => {
-            drift::run_drift(server, &bundle, output).await
-        }
+        Command::Fleet(FleetCommand::Drift { bundle }) => match bundle {
+            Some(bundle) => drift::run_drift(server, &bundle, output).await,
+            None => drift::run_validate(server, output).await,
+        },
         Command::Rack(RackCommand::List {
             with_components,
             limit,

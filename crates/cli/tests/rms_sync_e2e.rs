@@ -37,7 +37,11 @@ fn rms_sync_registers_every_component_with_its_node_type_and_is_idempotent() {
         .unwrap();
     let rms = runtime.block_on(TestRms::start_custom(&[], |_| {}, None));
     let rack_manager = format!("http://{}", rms.addr);
-    let server = Server::start();
+    let address = rack_manager.clone();
+    let server = Server::start_with(move |config| {
+        config.provider = rackflow_server::config::Provider::Rms;
+        config.rms.address = address;
+    });
     let s = Some(server.addr);
     let fleet = import_generated_fleet(s, 2);
 
@@ -91,6 +95,25 @@ fn rms_sync_registers_every_component_with_its_node_type_and_is_idempotent() {
     assert_eq!(dry["messages"].as_array().unwrap().len(), 70, "{dry}");
     assert_eq!(dry["sent"], 0);
     assert!(registered(&runtime, &rms).is_empty());
+    // Nothing registered yet: every component is missing from the rack
+    // manager (`fleet drift` without a bundle is ValidateComponents).
+    let drift = rackflow(s, &["fleet", "drift", "-o", "json"]).ok().json();
+    assert_eq!(
+        (
+            &drift["missing"],
+            &drift["unexpected"],
+            &drift["mismatch"],
+            &drift["matching"]
+        ),
+        (
+            &Value::from(70),
+            &Value::from(0),
+            &Value::from(0),
+            &Value::from(0)
+        ),
+        "{drift}"
+    );
+    assert_eq!(drift["diffs"].as_array().unwrap().len(), 70);
 
     let synced: Value = rackflow(
         s,
@@ -103,6 +126,17 @@ fn rms_sync_registers_every_component_with_its_node_type_and_is_idempotent() {
     assert_eq!(synced["refused"], 0, "{synced}");
     assert_eq!(synced["skipped"], Value::Array(Vec::new()), "{synced}");
     assert_eq!(registered(&runtime, &rms), expected);
+    let drift = rackflow(s, &["fleet", "drift", "-o", "json"]).ok().json();
+    assert_eq!(drift["total_diffs"], 0, "{drift}");
+    assert_eq!(drift["matching"], 70, "{drift}");
+    let table = rackflow(s, &["fleet", "drift"]).ok();
+    assert!(
+        table
+            .stdout
+            .contains("0 missing, 0 unexpected, 0 mismatched, 70 matching"),
+        "{}",
+        table.stdout
+    );
 
     // Again: nothing changes, and the rack manager says no node was updated.
     let again = rackflow(

@@ -14,6 +14,7 @@ pub mod bundle;
 pub mod component;
 pub mod conflict;
 pub mod dispatch;
+pub mod drift;
 pub mod duration;
 pub mod inventory;
 pub mod planner;

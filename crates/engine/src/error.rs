@@ -69,6 +69,19 @@ pub enum EngineError {
     /// Sealing, opening or rotating secrets needs a data key.
     #[error("no data encryption key is configured (secrets.key_file)")]
     NoDataKey,
+    /// `ValidateComponents` needs a component manager that reports its own
+    /// inventory.
+    #[error(
+        "component validation needs a component manager that reports its inventory (provider = \"rms\"); the simulated fleet has no inventory of its own"
+    )]
+    NoInventorySource,
+    /// The comparison cannot be reported (e.g. a missing component without
+    /// a BMC MAC).
+    #[error(transparent)]
+    Drift(#[from] rackflow_domain::drift::DriftError),
+    /// The component manager's inventory could not be read.
+    #[error("read the component manager's inventory: {0}")]
+    InventorySource(String),
     #[error(transparent)]
     Store(#[from] rackflow_store::StoreError),
 }

@@ -3,8 +3,10 @@
 //! the server converts the wire request, calls one method here and maps the
 //! error.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+use rackflow_domain::drift::{self, DriftReport, ExpectedComponent};
 
 use rackflow_domain::inventory::{Component, GatedOperation, Observation, OperationalState, Rack};
 use rackflow_domain::run::Page;
@@ -18,6 +20,7 @@ use rackflow_store::{
 
 use crate::error::EngineError;
 use crate::executor::{InventoryObserver, Readiness};
+use crate::manager::InventorySource;
 use crate::resolve;
 
 /// How a caller names one rack: by UUID, or — when the text is not a UUID —
@@ -200,11 +203,99 @@ impl InventoryObserver for StoreObserver {
 #[derive(Clone)]
 pub struct InventoryManager {
     store: Arc<dyn Store>,
+    /// The component manager's own inventory (`None`: the simulated fleet,
+    /// which has none), for `ValidateComponents`.
+    source: Option<Arc<dyn InventorySource>>,
 }
+
+/// Components read per store page while validating.
+const VALIDATE_PAGE: i64 = 1_000;
 
 impl InventoryManager {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        InventoryManager { store }
+        InventoryManager {
+            store,
+            source: None,
+        }
+    }
+
+    /// `ValidateComponents` compares the inventory with `source`'s.
+    pub fn with_source(mut self, source: Option<Arc<dyn InventorySource>>) -> Self {
+        self.source = source;
+        self
+    }
+
+    /// Expected-vs-actual drift of the components `query` selects (all of
+    /// them without a target): computed on each call from the component
+    /// manager's inventory, so it is never stale. With a rack target, nodes
+    /// of those racks that Flow does not know are unexpected; with a
+    /// component target none are; without a target every unknown node is.
+    /// A type filter narrows unexpected nodes to those types too.
+    pub async fn validate(&self, query: ComponentQuery) -> Result<DriftReport, EngineError> {
+        let source = self.source.as_ref().ok_or(EngineError::NoInventorySource)?;
+        let whole_fleet = query.target.is_none();
+        let by_component = matches!(query.target, Some(TargetSpec::Components(_)));
+        let types = query.filter.types.clone();
+        let mut components = Vec::new();
+        let mut rack_ids: Vec<Uuid> = Vec::new();
+        loop {
+            let page = Page {
+                offset: i64::try_from(components.len()).unwrap_or(i64::MAX),
+                limit: VALIDATE_PAGE,
+            };
+            let (batch, total) = self.components(query.clone(), page).await?;
+            let got = batch.len();
+            components.extend(batch);
+            if got == 0 || i64::try_from(components.len()).unwrap_or(i64::MAX) >= total {
+                break;
+            }
+        }
+        if let Some(TargetSpec::Racks(racks)) = &query.target {
+            for target in racks {
+                let rack = resolve::resolve_rack(self.store.as_ref(), &target.identifier)
+                    .await
+                    .map_err(|e| EngineError::Lookup {
+                        kind: e.kind,
+                        message: e.message,
+                    })?;
+                rack_ids.push(rack.id);
+            }
+        }
+        rack_ids.extend(components.iter().filter_map(|c| c.rack_id));
+        rack_ids.sort_unstable();
+        rack_ids.dedup();
+        let keys: HashMap<Uuid, String> = self
+            .store
+            .racks_get_many(&rack_ids)
+            .await?
+            .into_iter()
+            .map(|r| {
+                let key = r.external_id.clone().unwrap_or_else(|| r.name.clone());
+                (r.id, key)
+            })
+            .collect();
+        let expected: Vec<ExpectedComponent> = components
+            .into_iter()
+            .map(|component| ExpectedComponent {
+                rack: component
+                    .rack_id
+                    .and_then(|id| keys.get(&id).cloned())
+                    .unwrap_or_default(),
+                component,
+            })
+            .collect();
+        let scope: Option<HashSet<String>> = if whole_fleet {
+            None
+        } else if by_component {
+            Some(HashSet::new())
+        } else {
+            Some(keys.values().cloned().collect())
+        };
+        let mut nodes = source.nodes().await.map_err(EngineError::InventorySource)?;
+        if !types.is_empty() {
+            nodes.retain(|n| n.component_type.is_none_or(|t| types.contains(&t)));
+        }
+        Ok(drift::compare(&expected, &nodes, scope.as_ref())?)
     }
 
     /// Creates a rack with its components in one transaction.

@@ -60,6 +60,7 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("/v1.Flow/GetListOfRacks", Role::Viewer),
     ("/v1.Flow/DeleteRack", Role::Admin),
     ("/v1.Flow/GetComponents", Role::Viewer),
+    ("/v1.Flow/ValidateComponents", Role::Viewer),
     ("/v1.Flow/AddComponent", Role::Admin),
     ("/v1.Flow/PatchComponent", Role::Admin),
     ("/v1.Flow/CreateOperationRun", Role::Operator),

@@ -57,7 +57,10 @@ fn engine_code(err: &EngineError) -> Code {
         EngineError::Plan { kind, .. } | EngineError::Lookup { kind, .. } => lookup_code(*kind),
         EngineError::RackWithoutExternalId(_)
         | EngineError::Control(_)
-        | EngineError::NoDataKey => Code::FailedPrecondition,
+        | EngineError::NoDataKey
+        | EngineError::NoInventorySource
+        | EngineError::Drift(_) => Code::FailedPrecondition,
+        EngineError::InventorySource(_) => Code::Unavailable,
         EngineError::StatsGap { .. } => Code::Internal,
         EngineError::Task(t) => task_code(t),
         EngineError::Schedule(s) => schedule_code(s),

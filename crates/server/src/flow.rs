@@ -127,6 +127,13 @@ impl Flow for FlowService {
         reply(rpc::inventory::get_components(&self.inventory, req.into_inner()).await)
     }
 
+    async fn validate_components(
+        &self,
+        req: Request<pb::ValidateComponentsRequest>,
+    ) -> Reply<pb::ValidateComponentsResponse> {
+        reply(rpc::inventory::validate_components(&self.inventory, req.into_inner()).await)
+    }
+
     async fn add_component(
         &self,
         req: Request<pb::AddComponentRequest>,

@@ -223,7 +223,11 @@ pub async fn serve_with_fleet(
         guard: guard.clone(),
         audit,
         secrets: rackflow_engine::secrets::SecretKeeper::new(store.clone(), keys),
-        inventory: InventoryManager::new(store.clone()),
+        inventory: InventoryManager::new(store.clone()).with_source(
+            rack_manager
+                .clone()
+                .map(|m| m as Arc<dyn rackflow_engine::manager::InventorySource>),
+        ),
         rules: RuleManager::new(store.clone()),
         runs,
         tasks: tasks.clone(),

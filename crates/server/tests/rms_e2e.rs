@@ -33,6 +33,7 @@ both_stores!(
     flow_drives_the_rack_manager_over_mtls,
     a_flow_restart_mid_flash_polls_the_same_rack_manager_jobs,
     sync_on_start_registers_the_inventory_with_the_rack_manager,
+    validate_components_compares_the_inventory_with_the_rack_manager,
 );
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -526,4 +527,248 @@ async fn sync_on_start_registers_the_inventory_with_the_rack_manager(backend: Ba
     }
     flow.stop().await;
     rms.stop().await;
+}
+
+/// Issue 12 item 4: `ValidateComponents` compares Flow's inventory with the
+/// rack manager's nodes — a component the rack manager lacks is MISSING
+/// (reported by its BMC MAC), a node Flow lacks UNEXPECTED, a node whose
+/// BMC address differs a MISMATCH naming the field — with the reference's
+/// counts, pagination and target scoping; a missing component without a
+/// MAC and the simulated fleet (no inventory of its own) are
+/// FailedPrecondition.
+async fn validate_components_compares_the_inventory_with_the_rack_manager(backend: Backend) {
+    let rms = start_unregistered_rms(None, 60).await;
+    let mut config = Config::default();
+    config.dispatcher.enabled = false;
+    config.provider = Provider::Rms;
+    config.rms.address = format!("http://{}", rms.addr);
+    let Some(mut flow) = TestServer::start_with(backend, config).await else {
+        return;
+    };
+    let mut rack = common::rack(1, Some(fixture_id(1)), 2);
+    for (i, c) in rack.components.iter_mut().enumerate() {
+        c.bmcs[0].ip_address = Some(format!("127.0.0.{}", i + 2));
+    }
+    let mac = |ext: &str| -> String {
+        rack.components
+            .iter()
+            .find(|c| c.component_id == ext)
+            .map(|c| c.bmcs[0].mac_address.clone())
+            .unwrap_or_default()
+    };
+    let node = |id: &str, ty: rmpb::NodeType, ip: &str, mac: String| rmpb::NodeInfo {
+        node_id: id.to_owned(),
+        rack_id: RACK.to_owned(),
+        r#type: Some(ty as i32),
+        bmc_endpoint: Some(rmpb::Endpoint {
+            interface: Some(rmpb::NetworkInterface {
+                ip_address: ip.into(),
+                mac_address: mac,
+                host_name: None,
+            }),
+            port: 443,
+            credentials: None,
+        }),
+        ..Default::default()
+    };
+    let nodes = vec![
+        node(
+            "r-0001-compute-00",
+            rmpb::NodeType::ComputeGb200Nvidia,
+            "127.0.0.2",
+            mac("r-0001-compute-00"),
+        ),
+        // Flow has 127.0.0.3.
+        node(
+            "r-0001-compute-01",
+            rmpb::NodeType::ComputeGb200Nvidia,
+            "127.0.0.99",
+            mac("r-0001-compute-01"),
+        ),
+        node(
+            "r-0001-powershelf-00",
+            rmpb::NodeType::PowershelfGb200Liteon,
+            "127.0.0.5",
+            mac("r-0001-powershelf-00"),
+        ),
+        // Flow does not know it.
+        node(
+            "r-0001-compute-99",
+            rmpb::NodeType::ComputeGb200Nvidia,
+            "127.0.0.50",
+            "02:00:00:00:00:99".into(),
+        ),
+        // r-0001-nvswitch-00 is not registered: missing.
+    ];
+    let mut admin = rms.client.clone();
+    admin
+        .create_nodes(rmpb::CreateNodesRequest {
+            nodes: Some(rmpb::NodeSet { nodes }),
+        })
+        .await
+        .expect("CreateNodes");
+    flow.client
+        .create_expected_rack(pb::CreateExpectedRackRequest {
+            rack: Some(rack.clone()),
+        })
+        .await
+        .expect("create rack");
+
+    let validate = |target: Option<pb::OperationTargetSpec>, pagination: Option<pb::Pagination>| {
+        pb::ValidateComponentsRequest {
+            target_spec: target,
+            pagination,
+            ..Default::default()
+        }
+    };
+    let all = flow
+        .client
+        .validate_components(validate(Some(whole_rack()), None))
+        .await
+        .expect("ValidateComponents")
+        .into_inner();
+    assert_eq!(
+        (
+            all.total_diffs,
+            all.missing_count,
+            all.unexpected_count,
+            all.mismatch_count,
+            all.match_count
+        ),
+        (3, 1, 1, 1, 2),
+        "{all:#?}"
+    );
+    let kinds: Vec<(i32, &str)> = all
+        .diffs
+        .iter()
+        .map(|d| (d.r#type, d.component_id.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (pb::DiffType::Missing as i32, "r-0001-nvswitch-00"),
+            (pb::DiffType::Unexpected as i32, "r-0001-compute-99"),
+            (pb::DiffType::Mismatch as i32, "r-0001-compute-01"),
+        ]
+    );
+    let missing = &all.diffs[0];
+    assert_eq!(missing.component_mac_address, mac("r-0001-nvswitch-00"));
+    assert!(missing.expected.is_some() && missing.actual.is_none());
+    assert!(missing.id.is_some());
+    let unexpected = &all.diffs[1];
+    assert!(unexpected.expected.is_none() && unexpected.id.is_none());
+    assert_eq!(unexpected.component_mac_address, "02:00:00:00:00:99");
+    let mismatch = &all.diffs[2];
+    assert_eq!(
+        mismatch
+            .field_diffs
+            .iter()
+            .map(|f| (
+                f.field_name.as_str(),
+                f.expected_value.as_str(),
+                f.actual_value.as_str()
+            ))
+            .collect::<Vec<_>>(),
+        [("bmcs.ip_address", "127.0.0.3", "127.0.0.99")]
+    );
+
+    // A page: the counts stay the whole comparison's.
+    let page = flow
+        .client
+        .validate_components(validate(
+            Some(whole_rack()),
+            Some(pb::Pagination {
+                offset: 1,
+                limit: 1,
+            }),
+        ))
+        .await
+        .expect("page")
+        .into_inner();
+    assert_eq!(page.total_diffs, 3);
+    assert_eq!(page.diffs.len(), 1);
+    assert_eq!(page.diffs[0].component_id, "r-0001-compute-99");
+
+    // A component target: only that component, no unexpected nodes.
+    let one = flow
+        .client
+        .validate_components(validate(
+            Some(pb::OperationTargetSpec {
+                targets: Some(pb::operation_target_spec::Targets::Components(
+                    pb::ComponentTargets {
+                        targets: vec![pb::ComponentTarget {
+                            identifier: Some(pb::component_target::Identifier::External(
+                                pb::ExternalRef {
+                                    r#type: pb::ComponentType::Compute as i32,
+                                    id: "r-0001-compute-01".into(),
+                                },
+                            )),
+                        }],
+                    },
+                )),
+            }),
+            None,
+        ))
+        .await
+        .expect("one component")
+        .into_inner();
+    assert_eq!(
+        (
+            one.total_diffs,
+            one.mismatch_count,
+            one.unexpected_count,
+            one.match_count
+        ),
+        (1, 1, 0, 0),
+        "{one:#?}"
+    );
+
+    // A linked component without a BMC MAC cannot be reported missing.
+    flow.client
+        .add_component(pb::AddComponentRequest {
+            component: Some(pb::Component {
+                r#type: pb::ComponentType::Compute as i32,
+                info: Some(pb::DeviceInfo {
+                    name: "r-0001-compute-77".into(),
+                    serial_number: "SN-77".into(),
+                    ..Default::default()
+                }),
+                component_id: "r-0001-compute-77".into(),
+                rack_id: Some(uuid(fixture_id(1))),
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect("add component");
+    let err = flow
+        .client
+        .validate_components(validate(None, None))
+        .await
+        .expect_err("missing without a MAC");
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    assert_eq!(
+        err.message(),
+        "component r-0001-compute-77 is missing from the component manager's inventory and has no BMC MAC address to report it by"
+    );
+    flow.stop().await;
+    rms.stop().await;
+
+    // The simulated fleet has no inventory of its own to compare with.
+    let mut sim_config = Config::default();
+    sim_config.dispatcher.enabled = false;
+    let Some(mut sim_flow) = TestServer::start_with(backend, sim_config).await else {
+        return;
+    };
+    let err = sim_flow
+        .client
+        .validate_components(validate(None, None))
+        .await
+        .expect_err("sim provider");
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    assert!(
+        err.message().contains("provider = \"rms\""),
+        "{}",
+        err.message()
+    );
+    sim_flow.stop().await;
 }

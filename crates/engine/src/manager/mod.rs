@@ -16,6 +16,14 @@
 pub mod rms;
 pub mod rms_sync;
 
+/// A component manager's own inventory (`ValidateComponents`): the nodes
+/// it knows, as the drift comparison reads them.
+#[async_trait::async_trait]
+pub trait InventorySource: Send + Sync {
+    /// Every node; `Err` says why the inventory could not be read.
+    async fn nodes(&self) -> Result<Vec<rackflow_domain::drift::ActualNode>, String>;
+}
+
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;

@@ -650,11 +650,102 @@ impl ComponentManager for RmsManager {
     }
 }
 
+/// The component type a rack-manager node type implies.
+pub fn component_type_of(node_type: i32) -> Option<ComponentType> {
+    use pb::NodeType as T;
+    match T::try_from(node_type).ok()? {
+        T::ComputeGb200Nvidia
+        | T::ComputeGb300Nvidia
+        | T::ComputeGb300Lenovo
+        | T::ComputeVrnvl72Nvidia => Some(ComponentType::Compute),
+        T::SwitchGb200Nvidia | T::SwitchGb300Nvidia | T::SwitchVrnvl72Nvidia => {
+            Some(ComponentType::NvSwitch)
+        }
+        T::PowershelfGb200Liteon
+        | T::PowershelfGb200Delta
+        | T::PowershelfGb300Liteon
+        | T::PowershelfGb300Delta => Some(ComponentType::PowerShelf),
+        T::Unspecified => None,
+    }
+}
+
+#[async_trait]
+impl super::InventorySource for RmsManager {
+    async fn nodes(&self) -> Result<Vec<rackflow_domain::drift::ActualNode>, String> {
+        let reply = self
+            .client
+            .clone()
+            .list_node_inventory(pb::ListNodeInventoryRequest {})
+            .await
+            .map_err(|status| {
+                format!(
+                    "ListNodeInventory at {}: {}",
+                    self.config.address,
+                    status.message()
+                )
+            })?
+            .into_inner();
+        Ok(reply
+            .nodes
+            .into_iter()
+            .map(|n| rackflow_domain::drift::ActualNode {
+                rack: n.rack_id,
+                node_id: n.node_id,
+                component_type: component_type_of(n.r#type),
+                bmc_ip: Some(n.ip_address).filter(|s| !s.is_empty()),
+                bmc_mac: Some(n.mac_address).filter(|s| !s.is_empty()),
+            })
+            .collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rackflow_domain::ComponentType;
 
     use super::*;
+
+    #[test]
+    fn node_types_map_to_component_types() {
+        use pb::NodeType as T;
+        for t in [
+            T::ComputeGb200Nvidia,
+            T::ComputeGb300Nvidia,
+            T::ComputeGb300Lenovo,
+            T::ComputeVrnvl72Nvidia,
+        ] {
+            assert_eq!(
+                component_type_of(t as i32),
+                Some(ComponentType::Compute),
+                "{t:?}"
+            );
+        }
+        for t in [
+            T::SwitchGb200Nvidia,
+            T::SwitchGb300Nvidia,
+            T::SwitchVrnvl72Nvidia,
+        ] {
+            assert_eq!(
+                component_type_of(t as i32),
+                Some(ComponentType::NvSwitch),
+                "{t:?}"
+            );
+        }
+        for t in [
+            T::PowershelfGb200Liteon,
+            T::PowershelfGb200Delta,
+            T::PowershelfGb300Liteon,
+            T::PowershelfGb300Delta,
+        ] {
+            assert_eq!(
+                component_type_of(t as i32),
+                Some(ComponentType::PowerShelf),
+                "{t:?}"
+            );
+        }
+        assert_eq!(component_type_of(0), None);
+        assert_eq!(component_type_of(999), None);
+    }
 
     fn component() -> ComponentRef {
         ComponentRef {

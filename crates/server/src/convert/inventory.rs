@@ -418,3 +418,39 @@ pub fn added_component(req: &pb::AddComponentRequest) -> Checked<Component> {
     };
     new_component("component", component, rack_id)
 }
+
+/// One drift difference on the wire: `expected` is the inventory's
+/// component, `actual` what the component manager reports (its type, node
+/// id, BMC and rack id).
+pub fn pb_component_diff(d: &rackflow_domain::drift::ComponentDiff) -> pb::ComponentDiff {
+    pb::ComponentDiff {
+        r#type: d.diff_type.to_wire(),
+        component_id: d.component_id.clone(),
+        expected: d
+            .expected
+            .as_ref()
+            .map(|e| pb_component(&e.component, Some(e.rack.as_str()))),
+        actual: d.actual.as_ref().map(|n| pb::Component {
+            r#type: n.component_type.map_or(0, |t| t as i32),
+            component_id: n.node_id.clone(),
+            rack_external_id: n.rack.clone(),
+            bmcs: vec![pb::BmcInfo {
+                r#type: pb::BmcType::Host as i32,
+                mac_address: n.bmc_mac.clone().unwrap_or_default(),
+                ip_address: n.bmc_ip.clone(),
+            }],
+            ..Default::default()
+        }),
+        field_diffs: d
+            .field_diffs
+            .iter()
+            .map(|f| pb::FieldDiff {
+                field_name: f.field.to_string(),
+                expected_value: f.expected.clone(),
+                actual_value: f.actual.clone(),
+            })
+            .collect(),
+        id: d.id.map(pb_uuid),
+        component_mac_address: d.mac_address.clone(),
+    }
+}

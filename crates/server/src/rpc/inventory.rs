@@ -2,6 +2,7 @@
 //! [`InventoryManager`].
 
 use rackflow_api::v1 as pb;
+use rackflow_domain::drift::DiffType;
 use rackflow_engine::inventory::InventoryManager;
 use rackflow_engine::store::RackImport;
 
@@ -108,6 +109,42 @@ pub(crate) async fn delete_rack(
     let id = convert::required_id(req.id.as_ref(), "rack id is required")?;
     inventory.delete_rack(id).await?;
     Ok(pb::DeleteRackResponse {})
+}
+
+/// `ValidateComponents`: expected (the inventory) vs actual (the component
+/// manager's own inventory), a page of the differences and the counts.
+pub(crate) async fn validate_components(
+    inventory: &InventoryManager,
+    req: pb::ValidateComponentsRequest,
+) -> ApiResult<pb::ValidateComponentsResponse> {
+    let query = convert::component_query(&pb::GetComponentsRequest {
+        target_spec: req.target_spec,
+        filters: req.filters,
+        pagination: None,
+        order_by: req.order_by,
+    })?;
+    let page = convert::page(req.pagination.as_ref())?;
+    let report = inventory.validate(query).await?;
+    let count = |t| convert::wire_count(report.count(t));
+    let offset = usize::try_from(page.offset).unwrap_or(usize::MAX);
+    let limit = usize::try_from(page.limit).unwrap_or(usize::MAX);
+    let limit = if limit == 0 { usize::MAX } else { limit };
+    Ok(pb::ValidateComponentsResponse {
+        diffs: super::fit_reply(
+            report
+                .diffs
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(convert::pb_component_diff)
+                .collect(),
+        ),
+        total_diffs: convert::wire_count(report.diffs.len()),
+        missing_count: count(DiffType::Missing),
+        unexpected_count: count(DiffType::Unexpected),
+        mismatch_count: count(DiffType::Mismatch),
+        match_count: convert::wire_count(report.matches),
+    })
 }
 
 pub(crate) async fn get_components(
