@@ -10,7 +10,7 @@ use rackflow_testkit::both_stores;
 
 use std::time::Duration;
 
-use common::{Backend, TestServer, fixture_fleet, fixture_id, rack, uuid};
+use common::{Backend, TestServer, fixture_fleet, fixture_id, rack, uuid, whole_rack};
 use rackflow_api::sim::v1 as simpb;
 use rackflow_api::sim::v1::sim_admin_client::SimAdminClient;
 use rackflow_api::v1 as pb;
@@ -54,20 +54,9 @@ async fn start(backend: Backend) -> Option<(TestServer, SimAdminClient<Channel>)
     Some((server, sim))
 }
 
-fn whole(n: u32) -> pb::OperationTargetSpec {
-    pb::OperationTargetSpec {
-        targets: Some(pb::operation_target_spec::Targets::Racks(pb::RackTargets {
-            targets: vec![pb::RackTarget {
-                identifier: Some(pb::rack_target::Identifier::Id(uuid(fixture_id(n)))),
-                component_types: Vec::new(),
-            }],
-        })),
-    }
-}
-
 fn upgrade(version: &str) -> pb::UpgradeFirmwareRequest {
     pb::UpgradeFirmwareRequest {
-        target_spec: Some(whole(1)),
+        target_spec: Some(whole_rack(1)),
         target_version: Some(version.into()),
         ..Default::default()
     }
@@ -84,43 +73,16 @@ async fn submit_upgrade(s: &mut TestServer, req: pb::UpgradeFirmwareRequest) -> 
     Uuid::parse_str(&reply.task_ids[0].id).expect("task id")
 }
 
-async fn task(s: &mut TestServer, id: Uuid) -> pb::Task {
-    s.client
-        .get_tasks_by_i_ds(pb::GetTasksByIDsRequest {
-            task_ids: vec![uuid(id)],
-        })
-        .await
-        .expect("get tasks")
-        .into_inner()
-        .tasks
-        .remove(0)
-}
-
-async fn wait_task(
-    s: &mut TestServer,
-    id: Uuid,
-    what: &str,
-    done: impl Fn(&pb::Task) -> bool,
-) -> pb::Task {
-    let mut changes = s.waiter(format!("task {id} to become {what}"), DEADLINE);
-    loop {
-        let t = task(s, id).await;
-        if done(&t) {
-            return t;
-        }
-        changes.next(&t).await;
-    }
-}
-
 async fn finished(s: &mut TestServer, id: Uuid) -> pb::Task {
-    wait_task(s, id, "finished", |t| t.finished_at.is_some()).await
+    s.wait_task(id, "finished", DEADLINE, |t| t.finished_at.is_some())
+        .await
 }
 
 /// The fixture rack's components, by external id.
 async fn components(s: &mut TestServer) -> Vec<pb::Component> {
     s.client
         .get_components(pb::GetComponentsRequest {
-            target_spec: Some(whole(1)),
+            target_spec: Some(whole_rack(1)),
             ..Default::default()
         })
         .await
@@ -277,7 +239,7 @@ async fn power_steps_record_power_states(backend: Backend) {
     let reply = s
         .client
         .power_off_rack(pb::PowerOffRackRequest {
-            target_spec: Some(whole(1)),
+            target_spec: Some(whole_rack(1)),
             ..Default::default()
         })
         .await
@@ -328,7 +290,7 @@ async fn a_maintenance_window_holds_refuses_and_closes(backend: Backend) {
         },
     )
     .await;
-    let held = task(&mut s, id).await;
+    let held = s.task(id).await;
     assert_eq!(held.status, pb::TaskStatus::Waiting as i32, "{held:#?}");
     assert!(
         held.message.contains("waiting for its maintenance window"),
@@ -358,14 +320,14 @@ async fn a_maintenance_window_holds_refuses_and_closes(backend: Backend) {
     let reply = s
         .client
         .power_on_rack(pb::PowerOnRackRequest {
-            target_spec: Some(whole(1)),
+            target_spec: Some(whole_rack(1)),
             ..Default::default()
         })
         .await
         .expect("PowerOnRack")
         .into_inner();
     let holder = Uuid::parse_str(&reply.task_ids[0].id).expect("task id");
-    wait_task(&mut s, holder, "running", |t| {
+    s.wait_task(holder, "running", DEADLINE, |t| {
         t.status == pb::TaskStatus::Running as i32
     })
     .await;
@@ -382,10 +344,7 @@ async fn a_maintenance_window_holds_refuses_and_closes(backend: Backend) {
         },
     )
     .await;
-    assert_eq!(
-        task(&mut s, late).await.status,
-        pb::TaskStatus::Waiting as i32
-    );
+    assert_eq!(s.task(late).await.status, pb::TaskStatus::Waiting as i32);
     let t = finished(&mut s, late).await;
     assert_eq!(t.status, pb::TaskStatus::Terminated as i32, "{t:#?}");
     assert!(

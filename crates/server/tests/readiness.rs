@@ -10,7 +10,7 @@ use rackflow_testkit::both_stores;
 
 use std::time::Duration;
 
-use common::{Backend, TestServer, fixture_fleet, fixture_id, uuid};
+use common::{Backend, TestServer, fixture_fleet, whole_rack};
 use rackflow_api::v1 as pb;
 use rackflow_engine::sim::SimConfig;
 use rackflow_server::Config;
@@ -42,21 +42,10 @@ fn config(readiness_timeout_secs: u64) -> Config {
     config
 }
 
-fn whole(n: u32) -> pb::OperationTargetSpec {
-    pb::OperationTargetSpec {
-        targets: Some(pb::operation_target_spec::Targets::Racks(pb::RackTargets {
-            targets: vec![pb::RackTarget {
-                identifier: Some(pb::rack_target::Identifier::Id(uuid(fixture_id(n)))),
-                component_types: Vec::new(),
-            }],
-        })),
-    }
-}
-
 async fn components(s: &mut TestServer) -> Vec<pb::Component> {
     s.client
         .get_components(pb::GetComponentsRequest {
-            target_spec: Some(whole(1)),
+            target_spec: Some(whole_rack(1)),
             ..Default::default()
         })
         .await
@@ -103,7 +92,7 @@ async fn power_off(s: &mut TestServer, override_readiness_check: bool) -> Uuid {
     let reply = s
         .client
         .power_off_rack(pb::PowerOffRackRequest {
-            target_spec: Some(whole(1)),
+            target_spec: Some(whole_rack(1)),
             override_readiness_check,
             ..Default::default()
         })
@@ -111,34 +100,6 @@ async fn power_off(s: &mut TestServer, override_readiness_check: bool) -> Uuid {
         .expect("PowerOffRack")
         .into_inner();
     Uuid::parse_str(&reply.task_ids[0].id).expect("task id")
-}
-
-async fn task(s: &mut TestServer, id: Uuid) -> pb::Task {
-    s.client
-        .get_tasks_by_i_ds(pb::GetTasksByIDsRequest {
-            task_ids: vec![uuid(id)],
-        })
-        .await
-        .expect("get tasks")
-        .into_inner()
-        .tasks
-        .remove(0)
-}
-
-async fn wait_task(
-    s: &mut TestServer,
-    id: Uuid,
-    what: &str,
-    done: impl Fn(&pb::Task) -> bool,
-) -> pb::Task {
-    let mut changes = s.waiter(format!("task {id} to become {what}"), DEADLINE);
-    loop {
-        let t = task(s, id).await;
-        if done(&t) {
-            return t;
-        }
-        changes.next(&t).await;
-    }
 }
 
 /// Every step's `waiting_for` in the task's report.
@@ -170,10 +131,11 @@ async fn a_power_task_waits_for_in_service_components_until_they_are_drained(bac
     .expect("mark in service");
 
     let id = power_off(&mut s, false).await;
-    let t = wait_task(&mut s, id, "waiting for readiness", |t| {
-        !waiting(t).is_empty()
-    })
-    .await;
+    let t = s
+        .wait_task(id, "waiting for readiness", DEADLINE, |t| {
+            !waiting(t).is_empty()
+        })
+        .await;
     assert_eq!(t.status, pb::TaskStatus::Running as i32, "{t:#?}");
     assert_eq!(
         waiting(&t),
@@ -191,7 +153,9 @@ async fn a_power_task_waits_for_in_service_components_until_they_are_drained(bac
     )
     .await
     .expect("drain");
-    let t = wait_task(&mut s, id, "finished", |t| t.finished_at.is_some()).await;
+    let t = s
+        .wait_task(id, "finished", DEADLINE, |t| t.finished_at.is_some())
+        .await;
     assert_eq!(t.status, pb::TaskStatus::Completed as i32, "{t:#?}");
     assert!(waiting(&t).is_empty(), "{:?}", waiting(&t));
     for c in components(&mut s).await {
@@ -210,7 +174,9 @@ async fn the_gate_times_out_naming_the_components_and_override_skips_it(backend:
             .expect("mark in service");
     }
     let id = power_off(&mut s, false).await;
-    let t = wait_task(&mut s, id, "finished", |t| t.finished_at.is_some()).await;
+    let t = s
+        .wait_task(id, "finished", DEADLINE, |t| t.finished_at.is_some())
+        .await;
     assert_eq!(t.status, pb::TaskStatus::Failed as i32, "{t:#?}");
     assert!(
         t.message.contains(
@@ -225,7 +191,9 @@ async fn the_gate_times_out_naming_the_components_and_override_skips_it(backend:
 
     // The operator's override goes ahead at once.
     let id = power_off(&mut s, true).await;
-    let t = wait_task(&mut s, id, "finished", |t| t.finished_at.is_some()).await;
+    let t = s
+        .wait_task(id, "finished", DEADLINE, |t| t.finished_at.is_some())
+        .await;
     assert_eq!(t.status, pb::TaskStatus::Completed as i32, "{t:#?}");
     assert_eq!(named(&mut s, "r-0001-compute-00").await.power_state, "Off");
 }

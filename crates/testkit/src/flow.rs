@@ -115,6 +115,40 @@ impl TestServer {
         self.changes.waiter(what, deadline)
     }
 
+    /// Task `id` as `GetTasksByIDs` answers it (panics when it is unknown).
+    pub async fn task(&mut self, id: Uuid) -> pb::Task {
+        let mut tasks = self
+            .client
+            .get_tasks_by_i_ds(pb::GetTasksByIDsRequest {
+                task_ids: vec![uuid(id)],
+            })
+            .await
+            .expect("GetTasksByIDs")
+            .into_inner()
+            .tasks;
+        assert_eq!(tasks.len(), 1, "task {id}: {tasks:#?}");
+        tasks.remove(0)
+    }
+
+    /// Re-reads task `id` after every store write until `done` holds, for
+    /// at most `deadline` (`what` names the wait in the failure).
+    pub async fn wait_task(
+        &mut self,
+        id: Uuid,
+        what: &str,
+        deadline: Duration,
+        done: impl Fn(&pb::Task) -> bool,
+    ) -> pb::Task {
+        let mut changes = self.waiter(format!("task {id} to become {what}"), deadline);
+        loop {
+            let t = self.task(id).await;
+            if done(&t) {
+                return t;
+            }
+            changes.next(&t).await;
+        }
+    }
+
     /// Stops the server and removes its database.
     pub async fn stop(mut self) {
         self.halt().await;
@@ -377,6 +411,18 @@ pub fn rack(n: u32, id: Option<Uuid>, compute: usize) -> pb::Rack {
         external_id: ext,
         components,
         ..Default::default()
+    }
+}
+
+/// The whole fixture rack `n` (every component type) as a target.
+pub fn whole_rack(n: u32) -> pb::OperationTargetSpec {
+    pb::OperationTargetSpec {
+        targets: Some(pb::operation_target_spec::Targets::Racks(pb::RackTargets {
+            targets: vec![pb::RackTarget {
+                identifier: Some(pb::rack_target::Identifier::Id(uuid(fixture_id(n)))),
+                component_types: Vec::new(),
+            }],
+        })),
     }
 }
 
