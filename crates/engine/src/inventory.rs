@@ -91,9 +91,11 @@ impl Readiness for StoreReadiness {
 /// a full queue drops the observation with a warning rather than block.
 pub struct StoreObserver {
     queue: tokio::sync::mpsc::Sender<(u64, Vec<Observation>)>,
-    /// The last sequence number queued, and the last one written (or given
-    /// up on).
-    queued: std::sync::atomic::AtomicU64,
+    /// The last sequence number queued. Numbered and queued under this
+    /// lock (never held across an await), so the queue is in number order
+    /// and "written up to N" means every observation numbered ≤ N.
+    queued: std::sync::Mutex<u64>,
+    /// The last sequence number written (or given up on).
     written: tokio::sync::watch::Receiver<u64>,
     background: crate::Background,
 }
@@ -130,7 +132,7 @@ impl StoreObserver {
         });
         Arc::new(StoreObserver {
             queue,
-            queued: std::sync::atomic::AtomicU64::new(0),
+            queued: std::sync::Mutex::new(0),
             written,
             background,
         })
@@ -178,22 +180,33 @@ async fn write_batch(
 
 #[async_trait::async_trait]
 impl InventoryObserver for StoreObserver {
-    async fn observed(&self, observations: &[Observation]) {
-        let seq = self
-            .queued
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-            + 1;
-        if let Err(e) = self.queue.try_send((seq, observations.to_vec())) {
-            // Never block a task on the inventory; it is told again on the
-            // next read-back. Counted as written so a flush does not wait.
-            tracing::warn!(observations = observations.len(), error = %e, "observation queue full or closed; dropped");
+    async fn observed(&self, observations: &[Observation]) -> u64 {
+        let sent = {
+            // A poisoned counter is still a counter.
+            let mut queued = self.queued.lock().unwrap_or_else(|e| e.into_inner());
+            let seq = *queued + 1;
+            match self.queue.try_send((seq, observations.to_vec())) {
+                Ok(()) => {
+                    *queued = seq;
+                    Ok(seq)
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        match sent {
+            Ok(seq) => seq,
+            Err(error) => {
+                // Never block a task on the inventory; it is told again on
+                // the next read-back. Nothing for a flush to wait for.
+                tracing::warn!(observations = observations.len(), error = %error, "observation queue full or closed; dropped");
+                0
+            }
         }
     }
 
-    async fn flush(&self) {
-        let target = self.queued.load(std::sync::atomic::Ordering::SeqCst);
+    async fn flush(&self, upto: u64) {
         let mut written = self.written.clone();
-        let caught_up = written.wait_for(|w| *w >= target);
+        let caught_up = written.wait_for(|w| *w >= upto);
         // A writer that is gone or stuck must not hold the task's end.
         let _ = tokio::time::timeout(OBSERVATION_WRITE_LIMIT * 2, caught_up).await;
     }

@@ -78,11 +78,13 @@ pub trait ReportSink: Send + Sync {
 /// (issue 12). Best effort like [`ReportSink`]: a failing write logs.
 #[async_trait]
 pub trait InventoryObserver: Send + Sync {
-    async fn observed(&self, observations: &[Observation]);
+    /// Takes `observations`; the answer is a ticket for [`Self::flush`].
+    async fn observed(&self, observations: &[Observation]) -> u64;
 
-    /// Returns once everything observed so far is recorded (or given up
-    /// on): a task calls it before it ends. Default: recorded at once.
-    async fn flush(&self) {}
+    /// Returns once everything observed up to ticket `upto` is recorded
+    /// (or given up on): a task calls it with its last ticket before it
+    /// ends. Default: recorded at once.
+    async fn flush(&self, _upto: u64) {}
 }
 
 /// Answers the readiness gate (spec flow-core §5.7, issue 12): which of
@@ -274,6 +276,8 @@ struct RunContext<'a> {
     registry: &'a ManagerRegistry,
     keys: Option<&'a rackflow_security::secrets::DataKeys>,
     observer: Option<&'a dyn InventoryObserver>,
+    /// The highest ticket the observer gave this run (0: nothing observed).
+    ticket: &'a std::sync::atomic::AtomicU64,
     readiness: Option<&'a dyn Readiness>,
     config: &'a ExecutorConfig,
     information: &'a TaskInformation,
@@ -354,10 +358,12 @@ impl LocalExecutor {
         if let Err(message) = check_definition(&self.registry, &job.definition, &targets) {
             return failed(&reporter, message).await;
         }
+        let ticket = std::sync::atomic::AtomicU64::new(0);
         let ctx = RunContext {
             registry: &self.registry,
             keys: self.keys.as_deref(),
             observer: self.observer.as_deref(),
+            ticket: &ticket,
             readiness: self.readiness.as_deref(),
             config: &self.config,
             information: &job.information,
@@ -372,9 +378,13 @@ impl LocalExecutor {
             _ = cancel.cancelled() => None,
             result = execution => Some(result),
         };
-        // What the run read back is in the inventory before its end is.
+        // What the run read back is in the inventory before its end is
+        // (its own observations: other tasks' later ones are not waited for).
         if let Some(observer) = &self.observer {
-            observer.flush().await;
+            let upto = ticket.load(std::sync::atomic::Ordering::SeqCst);
+            if upto > 0 {
+                observer.flush(upto).await;
+            }
         }
         match result {
             None => cancelled(&reporter).await,
@@ -400,10 +410,12 @@ impl LocalExecutor {
             }),
             publish: tokio::sync::Mutex::new(()),
         };
+        let ticket = std::sync::atomic::AtomicU64::new(0);
         let ctx = RunContext {
             registry: &self.registry,
             keys: self.keys.as_deref(),
             observer: self.observer.as_deref(),
+            ticket: &ticket,
             readiness: self.readiness.as_deref(),
             config: &self.config,
             information: spec.information,

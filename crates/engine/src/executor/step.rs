@@ -641,20 +641,23 @@ impl StepRun<'_, '_> {
                 _ => plan.started.push(c),
             }
         }
-        self.record_outcomes(
+        let outcome = |component: &str, status: ComponentStatus| ComponentOutcome {
+            component: component.to_string(),
+            status,
+            expected_version: expected.map(str::to_string),
+            found_version: None,
+            job_id: None,
+            error: None,
+        };
+        let skipped_outcomes = || -> Vec<ComponentOutcome> {
             plan.skipped
                 .iter()
                 .map(|c| ComponentOutcome {
-                    component: c.external_id.clone(),
-                    status: ComponentStatus::Skipped,
-                    expected_version: expected.map(str::to_string),
                     found_version: installed.get(&c.external_id).cloned(),
-                    job_id: None,
-                    error: None,
+                    ..outcome(&c.external_id, ComponentStatus::Skipped)
                 })
-                .collect(),
-        )
-        .await;
+                .collect()
+        };
         if !plan.skipped.is_empty() {
             tracing::info!(
                 component_type = %ty,
@@ -665,7 +668,10 @@ impl StepRun<'_, '_> {
         }
         if !plan.started.is_empty() {
             let started: Vec<ComponentRef> = plan.started.iter().map(|c| (*c).clone()).collect();
-            control.firmware_start(&started, &request).await?;
+            if let Err(e) = control.firmware_start(&started, &request).await {
+                self.record(skipped_outcomes(), None).await;
+                return Err(e.into());
+            }
         } else if !plan.polled.is_empty() {
             tracing::info!(component_type = %ty, "firmware updates in flight: polling, not restarting");
         }
@@ -676,20 +682,14 @@ impl StepRun<'_, '_> {
             .map(|c| (*c).clone())
             .collect();
         let jobs = status.firmware_jobs(&waiting);
-        self.record_outcomes(
-            waiting
-                .iter()
-                .map(|c| ComponentOutcome {
-                    component: c.external_id.clone(),
-                    status: ComponentStatus::Running,
-                    expected_version: expected.map(str::to_string),
-                    found_version: None,
-                    job_id: jobs.get(&c.external_id).map(|j| j.job_id.clone()),
-                    error: None,
-                })
-                .collect(),
-        )
-        .await;
+        // Skipped and started components in one report change (each change
+        // is a write of the task's report).
+        let mut outcomes = skipped_outcomes();
+        outcomes.extend(waiting.iter().map(|c| ComponentOutcome {
+            job_id: jobs.get(&c.external_id).map(|j| j.job_id.clone()),
+            ..outcome(&c.external_id, ComponentStatus::Running)
+        }));
+        self.record(outcomes, None).await;
         let done_before = self.done_before(batch) + plan.skipped.len();
         let mut feed = status.change_feed(&waiting);
         let mut last: HashMap<String, FirmwareState> = HashMap::new();
@@ -776,12 +776,10 @@ impl StepRun<'_, '_> {
                 }
             };
             ended.push(ComponentOutcome {
-                component: id.to_string(),
-                status,
-                expected_version: expected.map(str::to_string),
                 found_version,
                 job_id: job.map(|j| j.job_id.clone()),
                 error,
+                ..outcome(id, status)
             });
         }
         let proven = ended
@@ -789,9 +787,10 @@ impl StepRun<'_, '_> {
             .filter(|o| o.status == ComponentStatus::Completed)
             .count();
         let unproven = ended.len() - proven;
-        self.record_outcomes(ended).await;
-        // The counters follow the proof, not the provider's "Completed".
-        self.progress(done_before + proven, unproven).await;
+        // The counters follow the proof, not the provider's "Completed";
+        // outcomes and counters are one report change.
+        self.record(ended, Some((done_before + proven, unproven)))
+            .await;
         if timed_out {
             return Err(ActionError::retryable(format!(
                 "{ty} firmware update timed out after {}",
@@ -876,7 +875,10 @@ impl StepRun<'_, '_> {
 
     async fn observe(&self, observations: &[Observation]) {
         if let (Some(observer), false) = (self.ctx.observer, observations.is_empty()) {
-            observer.observed(observations).await;
+            let ticket = observer.observed(observations).await;
+            self.ctx
+                .ticket
+                .fetch_max(ticket, std::sync::atomic::Ordering::SeqCst);
         }
     }
 
@@ -908,13 +910,24 @@ impl StepRun<'_, '_> {
     }
 
     /// Records outcomes in one report change (one snapshot pushed).
-    async fn record_outcomes(&self, outcomes: Vec<ComponentOutcome>) {
-        if outcomes.is_empty() {
+    /// Records `outcomes` and, with `progress`, the completed / failed
+    /// counters, as one report change.
+    async fn record(&self, outcomes: Vec<ComponentOutcome>, progress: Option<(usize, usize)>) {
+        if outcomes.is_empty() && progress.is_none() {
             return;
         }
+        let progress = progress.map(|(completed, failed)| {
+            (
+                u32::try_from(completed).unwrap_or(u32::MAX),
+                u32::try_from(failed).unwrap_or(u32::MAX),
+            )
+        });
         self.update(|s, _| {
             for outcome in outcomes {
                 s.record(outcome);
+            }
+            if let Some((completed, failed)) = progress {
+                s.set_progress(completed, failed);
             }
         })
         .await;

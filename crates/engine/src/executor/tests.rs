@@ -400,8 +400,9 @@ struct Observations(Mutex<Vec<Observation>>);
 
 #[async_trait]
 impl InventoryObserver for Observations {
-    async fn observed(&self, observations: &[Observation]) {
+    async fn observed(&self, observations: &[Observation]) -> u64 {
         self.0.lock().unwrap().extend_from_slice(observations);
+        1
     }
 }
 
