@@ -772,3 +772,78 @@ async fn validate_components_compares_the_inventory_with_the_rack_manager(backen
     );
     sim_flow.stop().await;
 }
+
+/// Issue 12 item 7, for any executor: a Flow process that does not know
+/// the job running on a node (its starter died before the job id was
+/// persisted, or an executor that keeps none) asks for the update again;
+/// the rack manager refuses with "job already in progress … (job_id J)",
+/// and the provider polls job J to its end instead of failing the tray.
+/// The node is flashed once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_this_process_did_not_start_is_polled_not_failed() {
+    use rackflow_engine::manager::rms::{RmsManager, RmsProviderConfig};
+    use rackflow_engine::manager::{
+        ComponentRef, FirmwareControl, FirmwareRequest, FirmwareState, FirmwareStatus,
+    };
+    let rms = start_rms_flashing_for(None, 1_500).await;
+    let config = RmsProviderConfig {
+        address: format!("http://{}", rms.addr),
+        poll_interval_ms: 20,
+        job_timeout_secs: 30,
+        version_entry: "package-derived".into(),
+        ..RmsProviderConfig::default()
+    };
+    let tray = ComponentRef {
+        id: Uuid::new_v4(),
+        component_type: rackflow_domain::ComponentType::Compute,
+        external_id: "r-0001-compute-00".into(),
+        rack: RACK.into(),
+    };
+    let request = FirmwareRequest {
+        operation: "upgrade".into(),
+        target_version: "2.0.0".into(),
+        ..FirmwareRequest::default()
+    };
+    let first = RmsManager::new(config.clone()).expect("provider");
+    first
+        .firmware_start(std::slice::from_ref(&tray), &request)
+        .await
+        .expect("start");
+    let job = first.firmware_job_id(&tray).expect("job id");
+    // The first process is gone; a new one knows nothing of the job.
+    drop(first);
+    let second = RmsManager::new(config).expect("provider");
+    second
+        .firmware_start(std::slice::from_ref(&tray), &request)
+        .await
+        .expect("the running job is taken over, not a failure");
+    assert_eq!(second.firmware_job_id(&tray), Some(job.clone()));
+    let mut feed = second
+        .change_feed(std::slice::from_ref(&tray))
+        .expect("the provider has a change feed");
+    let state = tokio::time::timeout(DEADLINE, async {
+        loop {
+            let states = second
+                .firmware_status(std::slice::from_ref(&tray))
+                .await
+                .expect("status");
+            match states.get("r-0001-compute-00") {
+                Some(s @ (FirmwareState::Completed | FirmwareState::Failed)) => return *s,
+                _ => {
+                    let _ = feed.changed().await;
+                }
+            }
+        }
+    })
+    .await
+    .expect("the job ends");
+    assert_eq!(state, FirmwareState::Completed);
+    let updates = rms
+        .sim()
+        .calls()
+        .into_iter()
+        .filter(|c| c.call == "update_firmware")
+        .count();
+    assert_eq!(updates, 1, "the node was flashed once");
+    rms.stop().await;
+}

@@ -333,6 +333,17 @@ impl RmsManager {
     }
 }
 
+/// The running job of the rack manager's refusal "job already in progress
+/// for rack R node N (job_id J)", if that is what `message` says.
+fn job_in_progress(message: &str) -> Option<&str> {
+    if !message.starts_with("job already in progress for rack ") {
+        return None;
+    }
+    let start = message.rfind("(job_id ")? + "(job_id ".len();
+    let id = message[start..].strip_suffix(')')?.trim();
+    (!id.is_empty() && !id.contains(char::is_whitespace)).then_some(id)
+}
+
 /// A failed job's error for the task report: code and message.
 fn job_error(status: &pb::JobStatus) -> String {
     let code = pb::JobError::try_from(status.error_code)
@@ -498,10 +509,34 @@ impl FirmwareControl for RmsManager {
                     );
                     self.spawn_poller(key(component), resp.job_id);
                 }
-                Ok(resp) => {
-                    messages.push(format!("{}: {}", component.external_id, resp.message));
-                    failures.push(component.external_id.clone());
-                }
+                Ok(resp) => match job_in_progress(&resp.message) {
+                    // The node is flashing under a job this process does
+                    // not know (its starter died, e.g. a Flow restart whose
+                    // job ids were not persisted): poll that job instead of
+                    // failing. Its result still has to pass the version
+                    // check before the component counts as done.
+                    Some(job_id) => {
+                        tracing::warn!(
+                            component = %component.external_id,
+                            rack = %component.rack,
+                            job_id,
+                            "a firmware job is already running on the node: polling it"
+                        );
+                        lock(&self.jobs).insert(
+                            key(component),
+                            TrackedJob {
+                                job_id: job_id.to_owned(),
+                                state: FirmwareState::Queued,
+                                error: None,
+                            },
+                        );
+                        self.spawn_poller(key(component), job_id.to_owned());
+                    }
+                    None => {
+                        messages.push(format!("{}: {}", component.external_id, resp.message));
+                        failures.push(component.external_id.clone());
+                    }
+                },
                 Err(status) => {
                     messages.push(format!("{}: {}", component.external_id, status.message()));
                     failures.push(component.external_id.clone());
@@ -704,6 +739,23 @@ mod tests {
     use rackflow_domain::ComponentType;
 
     use super::*;
+
+    #[test]
+    fn the_rack_managers_in_progress_refusal_names_the_running_job() {
+        assert_eq!(
+            job_in_progress("job already in progress for rack r-1 node n-1 (job_id 7f3a-1)"),
+            Some("7f3a-1")
+        );
+        assert_eq!(
+            job_in_progress("job already in progress for rack r-1 node n-1"),
+            None
+        );
+        assert_eq!(
+            job_in_progress("job already in progress for rack r-1 node n-1 (job_id )"),
+            None
+        );
+        assert_eq!(job_in_progress("firmware file not found (job_id x)"), None);
+    }
 
     #[test]
     fn node_types_map_to_component_types() {
