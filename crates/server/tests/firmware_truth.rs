@@ -28,6 +28,7 @@ both_stores!(
     a_maintenance_window_holds_refuses_and_closes,
     a_bundle_upgrades_a_mixed_fleet_per_model_and_refuses_what_it_does_not_cover,
     the_preview_shows_what_each_rack_runs_now,
+    an_operation_run_rolls_a_bundle_out_per_rack_model,
 );
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -555,4 +556,99 @@ async fn the_preview_shows_what_each_rack_runs_now(backend: Backend) {
             (shelf, "1.0.0".to_string(), 1, 0),
         ]
     );
+}
+
+/// A phased rollout (operation run) from a bundle: each rack's task gets
+/// its model's versions, the inventory shows them observed, and a second
+/// run over the same racks skips every component.
+async fn an_operation_run_rolls_a_bundle_out_per_rack_model(backend: Backend) {
+    let mut config = config();
+    config.dispatcher.enabled = true;
+    config.dispatcher.poll_interval_ms = 100;
+    let Some(mut s) = TestServer::start_with(backend, config).await else {
+        return;
+    };
+    for n in [1, 2] {
+        let mut r = rack(n, Some(fixture_id(n)), 2);
+        if n == 2
+            && let Some(info) = r.info.as_mut()
+        {
+            info.model = Some("GB300 NVL72".into());
+        }
+        s.client
+            .create_expected_rack(pb::CreateExpectedRackRequest { rack: Some(r) })
+            .await
+            .expect("create rack");
+    }
+    let bundle = pb::FirmwareBundle {
+        name: "run-bundle".into(),
+        entries: vec![
+            entry("GB200 NVL72", pb::ComponentType::Compute, "gb200-2"),
+            entry("GB200 NVL72", pb::ComponentType::Nvswitch, "nvsw-2"),
+            entry("GB300 NVL72", pb::ComponentType::Compute, "gb300-3"),
+            entry("GB300 NVL72", pb::ComponentType::Nvswitch, "nvsw-3"),
+        ],
+    };
+    let run = |name: &str| {
+        let mut req = common::run_request(name, 100, "s", "o", 1);
+        let upgrade = common::upgrade(&mut req);
+        upgrade.target_version = None;
+        upgrade.firmware_bundle = Some(bundle.clone());
+        req
+    };
+    let completed = |r: &pb::OperationRun| {
+        r.summary
+            .as_ref()
+            .and_then(|s| s.state)
+            .is_some_and(|st| st.status == pb::OperationRunStatus::Completed as i32)
+    };
+    let created = s
+        .client
+        .create_operation_run(run("bundle-1"))
+        .await
+        .expect("CreateOperationRun")
+        .into_inner();
+    let id = created.id.expect("run id");
+    rackflow_testkit::wait::wait_run(&mut s.extensions(), &id, "completed", DEADLINE, completed)
+        .await;
+    let components = s
+        .client
+        .get_components(pb::GetComponentsRequest {
+            target_spec: Some(racks(&[1, 2])),
+            ..Default::default()
+        })
+        .await
+        .expect("GetComponents")
+        .into_inner()
+        .components;
+    assert_eq!(components.len(), 8);
+    let rack_one = uuid(fixture_id(1));
+    for c in &components {
+        let gb200 = c.rack_id.as_ref() == Some(&rack_one);
+        let want = match (gb200, c.r#type) {
+            (_, t) if t == pb::ComponentType::Powershelf as i32 => continue,
+            (true, t) if t == pb::ComponentType::Compute as i32 => "gb200-2",
+            (true, _) => "nvsw-2",
+            (false, t) if t == pb::ComponentType::Compute as i32 => "gb300-3",
+            (false, _) => "nvsw-3",
+        };
+        assert_eq!(c.firmware_version, want, "{c:#?}");
+        assert!(c.firmware_observed_at.is_some(), "{c:#?}");
+    }
+
+    // The same rollout again sends nothing.
+    let mut sim = SimAdminClient::connect(format!("http://{}", s.addr))
+        .await
+        .expect("connect SimAdmin");
+    let starts = firmware_starts(&mut sim).await;
+    let created = s
+        .client
+        .create_operation_run(run("bundle-2"))
+        .await
+        .expect("CreateOperationRun")
+        .into_inner();
+    let id = created.id.expect("run id");
+    rackflow_testkit::wait::wait_run(&mut s.extensions(), &id, "completed", DEADLINE, completed)
+        .await;
+    assert_eq!(firmware_starts(&mut sim).await, starts, "no update sent");
 }
