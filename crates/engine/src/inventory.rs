@@ -359,6 +359,82 @@ impl InventoryManager {
         Ok(RackWithComponents { rack, components })
     }
 
+    /// The non-deleted rack with this (manufacturer, serial number), with
+    /// its components when asked.
+    pub async fn rack_by_serial(
+        &self,
+        manufacturer: &str,
+        serial_number: &str,
+        with_components: bool,
+    ) -> Result<RackWithComponents, EngineError> {
+        let rack = self
+            .store
+            .rack_get_by_serial(manufacturer, serial_number)
+            .await?
+            .ok_or_else(|| EngineError::Lookup {
+                kind: crate::error::LookupKind::NotFound,
+                message: format!(
+                    "rack with manufacturer {manufacturer:?} and serial number {serial_number:?} not found"
+                ),
+            })?;
+        let components = if with_components {
+            self.store.components_of_racks(&[rack.id]).await?
+        } else {
+            Vec::new()
+        };
+        Ok(RackWithComponents { rack, components })
+    }
+
+    /// A non-deleted component by id, with its rack when asked (and it has
+    /// one).
+    pub async fn component_by_id(
+        &self,
+        id: Uuid,
+        with_rack: bool,
+    ) -> Result<(Component, Option<Rack>), EngineError> {
+        let component = self
+            .store
+            .component_get(id)
+            .await?
+            .filter(|c| c.deleted_at.is_none())
+            .ok_or(EngineError::ComponentNotFound(id))?;
+        let rack = self.rack_of(&component, with_rack).await?;
+        Ok((component, rack))
+    }
+
+    /// The non-deleted component with this (manufacturer, serial number),
+    /// with its rack when asked.
+    pub async fn component_by_serial(
+        &self,
+        manufacturer: &str,
+        serial_number: &str,
+        with_rack: bool,
+    ) -> Result<(Component, Option<Rack>), EngineError> {
+        let component = self
+            .store
+            .component_get_by_serial(manufacturer, serial_number)
+            .await?
+            .ok_or_else(|| EngineError::Lookup {
+                kind: crate::error::LookupKind::NotFound,
+                message: format!(
+                    "component with manufacturer {manufacturer:?} and serial number {serial_number:?} not found"
+                ),
+            })?;
+        let rack = self.rack_of(&component, with_rack).await?;
+        Ok((component, rack))
+    }
+
+    async fn rack_of(
+        &self,
+        component: &Component,
+        with_rack: bool,
+    ) -> Result<Option<Rack>, EngineError> {
+        match component.rack_id {
+            Some(rack_id) if with_rack => Ok(self.store.rack_get(rack_id, false).await?),
+            _ => Ok(None),
+        }
+    }
+
     /// A page of racks (each with its components when `with_components`)
     /// and the filtered total.
     pub async fn racks(

@@ -103,6 +103,27 @@ impl Flow for FlowService {
         reply(rpc::inventory::get_rack_info_by_id(&self.inventory, req.into_inner()).await)
     }
 
+    async fn get_rack_info_by_serial(
+        &self,
+        req: Request<pb::GetRackInfoBySerialRequest>,
+    ) -> Reply<pb::GetRackInfoResponse> {
+        reply(rpc::inventory::get_rack_info_by_serial(&self.inventory, req.into_inner()).await)
+    }
+
+    async fn get_component_info_by_id(
+        &self,
+        req: Request<pb::GetComponentInfoByIdRequest>,
+    ) -> Reply<pb::GetComponentInfoResponse> {
+        reply(rpc::inventory::get_component_info_by_id(&self.inventory, req.into_inner()).await)
+    }
+
+    async fn get_component_info_by_serial(
+        &self,
+        req: Request<pb::GetComponentInfoBySerialRequest>,
+    ) -> Reply<pb::GetComponentInfoResponse> {
+        reply(rpc::inventory::get_component_info_by_serial(&self.inventory, req.into_inner()).await)
+    }
+
     async fn get_list_of_racks(
         &self,
         req: Request<pb::GetListOfRacksRequest>,

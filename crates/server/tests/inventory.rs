@@ -18,6 +18,7 @@ both_stores!(
     import_racks_in_batches,
     components_add_list_patch,
     version_health_and_reflection,
+    lookups_by_serial_and_component_id,
 );
 
 async fn racks_create_get_list_delete(backend: Backend) {
@@ -578,4 +579,163 @@ async fn version_health_and_reflection(backend: Backend) {
         "{names:?}"
     );
     s.stop().await;
+}
+
+/// `GetRackInfoBySerial`, `GetComponentInfoByID`, `GetComponentInfoBySerial`:
+/// found with and without their rack / components, NotFound naming what was
+/// asked, InvalidArgument for a missing serial or id, and a deleted rack's
+/// components no longer found.
+async fn lookups_by_serial_and_component_id(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    let c = &mut s.client;
+    let rack_id = c
+        .create_expected_rack(pb::CreateExpectedRackRequest {
+            rack: Some(rack(1, None, 2)),
+        })
+        .await
+        .expect("create")
+        .into_inner()
+        .id
+        .expect("id");
+    let serial = |manufacturer: &str, serial: &str| {
+        Some(pb::DeviceSerialInfo {
+            manufacturer: manufacturer.into(),
+            serial_number: serial.into(),
+        })
+    };
+
+    let found = c
+        .get_rack_info_by_serial(pb::GetRackInfoBySerialRequest {
+            serial_info: serial("NVIDIA", "RSN-00001"),
+            with_components: true,
+        })
+        .await
+        .expect("rack by serial")
+        .into_inner()
+        .rack
+        .expect("rack");
+    assert_eq!(
+        found.info.as_ref().and_then(|i| i.id.clone()),
+        Some(rack_id.clone())
+    );
+    assert_eq!(found.components.len(), 4);
+    let bare = c
+        .get_rack_info_by_serial(pb::GetRackInfoBySerialRequest {
+            serial_info: serial("NVIDIA", "RSN-00001"),
+            with_components: false,
+        })
+        .await
+        .expect("rack by serial")
+        .into_inner()
+        .rack
+        .expect("rack");
+    assert!(bare.components.is_empty());
+    let err = c
+        .get_rack_info_by_serial(pb::GetRackInfoBySerialRequest {
+            serial_info: serial("Other", "RSN-00001"),
+            with_components: false,
+        })
+        .await
+        .expect_err("another maker");
+    assert_eq!(err.code(), Code::NotFound);
+    assert_eq!(
+        err.message(),
+        "rack with manufacturer \"Other\" and serial number \"RSN-00001\" not found"
+    );
+    for (info, message) in [
+        (None, "serial_info is required"),
+        (
+            serial("NVIDIA", " "),
+            "serial_info.serial_number is required",
+        ),
+    ] {
+        let err = c
+            .get_rack_info_by_serial(pb::GetRackInfoBySerialRequest {
+                serial_info: info,
+                with_components: false,
+            })
+            .await
+            .expect_err("invalid");
+        assert_eq!(
+            (err.code(), err.message()),
+            (Code::InvalidArgument, message)
+        );
+    }
+
+    // A component by serial, with its rack; then by its id.
+    let by_serial = c
+        .get_component_info_by_serial(pb::GetComponentInfoBySerialRequest {
+            serial_info: serial("NVIDIA", "SN-r-0001-compute-01"),
+            with_rack: true,
+        })
+        .await
+        .expect("component by serial")
+        .into_inner();
+    let component = by_serial.component.expect("component");
+    assert_eq!(component.component_id, "r-0001-compute-01");
+    assert_eq!(component.rack_external_id, "r-0001");
+    let with_rack = by_serial.rack.expect("rack");
+    assert_eq!(with_rack.info.and_then(|i| i.id), Some(rack_id.clone()));
+    assert!(with_rack.components.is_empty());
+    let id = component.info.and_then(|i| i.id).expect("component id");
+    let by_id = c
+        .get_component_info_by_id(pb::GetComponentInfoByIdRequest {
+            id: Some(id.clone()),
+            with_rack: false,
+        })
+        .await
+        .expect("component by id")
+        .into_inner();
+    assert_eq!(
+        by_id.component.map(|c| c.component_id).as_deref(),
+        Some("r-0001-compute-01")
+    );
+    assert!(by_id.rack.is_none(), "not asked for");
+    let err = c
+        .get_component_info_by_serial(pb::GetComponentInfoBySerialRequest {
+            serial_info: serial("NVIDIA", "nope"),
+            with_rack: false,
+        })
+        .await
+        .expect_err("unknown serial");
+    assert_eq!(err.code(), Code::NotFound);
+    assert_eq!(
+        err.message(),
+        "component with manufacturer \"NVIDIA\" and serial number \"nope\" not found"
+    );
+    let err = c
+        .get_component_info_by_id(pb::GetComponentInfoByIdRequest {
+            id: None,
+            with_rack: false,
+        })
+        .await
+        .expect_err("no id");
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::InvalidArgument, "component id is required")
+    );
+
+    // A deleted rack takes its components with it.
+    c.delete_rack(pb::DeleteRackRequest { id: Some(rack_id) })
+        .await
+        .expect("delete");
+    let err = c
+        .get_component_info_by_id(pb::GetComponentInfoByIdRequest {
+            id: Some(id.clone()),
+            with_rack: false,
+        })
+        .await
+        .expect_err("deleted");
+    assert_eq!(err.code(), Code::NotFound);
+    assert_eq!(err.message(), format!("component {} not found", id.id));
+    let err = c
+        .get_rack_info_by_serial(pb::GetRackInfoBySerialRequest {
+            serial_info: serial("NVIDIA", "RSN-00001"),
+            with_components: false,
+        })
+        .await
+        .expect_err("deleted rack");
+    assert_eq!(err.code(), Code::NotFound);
 }

@@ -276,6 +276,22 @@ impl<B: Backend> Store for B {
         inventory::rack_get_by_external_id(self, external_id).await
     }
 
+    async fn rack_get_by_serial(
+        &self,
+        manufacturer: &str,
+        serial_number: &str,
+    ) -> StoreResult<Option<Rack>> {
+        inventory::rack_get_by_serial(self, manufacturer, serial_number).await
+    }
+
+    async fn component_get_by_serial(
+        &self,
+        manufacturer: &str,
+        serial_number: &str,
+    ) -> StoreResult<Option<Component>> {
+        inventory::component_get_by_serial(self, manufacturer, serial_number).await
+    }
+
     async fn racks_get_many(&self, ids: &[Uuid]) -> StoreResult<Vec<Rack>> {
         inventory::racks_get_many(self, ids).await
     }

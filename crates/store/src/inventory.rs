@@ -488,6 +488,36 @@ pub(crate) async fn rack_get_by_external_id<B: Backend>(
     Ok(fetch_racks(backend, sql).await?.into_iter().next())
 }
 
+/// The non-deleted rack with this (manufacturer, serial number).
+pub(crate) async fn rack_get_by_serial<B: Backend>(
+    backend: &B,
+    manufacturer: &str,
+    serial_number: &str,
+) -> StoreResult<Option<Rack>> {
+    let sql = Sql::new(format!(
+        "SELECT {RACK_COLUMNS} FROM rack WHERE manufacturer = $1 AND serial_number = $2 \
+         AND deleted_at IS NULL ORDER BY id"
+    ))
+    .arg(manufacturer)
+    .arg(serial_number);
+    Ok(fetch_racks(backend, sql).await?.into_iter().next())
+}
+
+/// The non-deleted component with this (manufacturer, serial number).
+pub(crate) async fn component_get_by_serial<B: Backend>(
+    backend: &B,
+    manufacturer: &str,
+    serial_number: &str,
+) -> StoreResult<Option<Component>> {
+    let sql = Sql::new(format!(
+        "SELECT {COMPONENT_COLUMNS} FROM component WHERE manufacturer = $1 \
+         AND serial_number = $2 AND deleted_at IS NULL ORDER BY id"
+    ))
+    .arg(manufacturer)
+    .arg(serial_number);
+    Ok(fetch_components(backend, sql).await?.into_iter().next())
+}
+
 /// Ordered by id.
 pub(crate) async fn racks_get_many<B: Backend>(
     backend: &B,

@@ -302,6 +302,21 @@ pub trait Store: Send + Sync + 'static {
     /// The non-deleted rack with this external id.
     async fn rack_get_by_external_id(&self, external_id: &str) -> StoreResult<Option<Rack>>;
 
+    /// The non-deleted rack with this (manufacturer, serial number).
+    async fn rack_get_by_serial(
+        &self,
+        manufacturer: &str,
+        serial_number: &str,
+    ) -> StoreResult<Option<Rack>>;
+
+    /// The non-deleted component with this (manufacturer, serial number),
+    /// with its BMCs.
+    async fn component_get_by_serial(
+        &self,
+        manufacturer: &str,
+        serial_number: &str,
+    ) -> StoreResult<Option<Component>>;
+
     /// Racks by ids, including soft-deleted ones (for enrichment of targets),
     /// ordered by id; unknown ids are skipped.
     async fn racks_get_many(&self, ids: &[Uuid]) -> StoreResult<Vec<Rack>>;

@@ -197,6 +197,26 @@ impl Store for ObservedStore {
         self.inner.rack_get_by_external_id(external_id).await
     }
 
+    async fn rack_get_by_serial(
+        &self,
+        manufacturer: &str,
+        serial_number: &str,
+    ) -> StoreResult<Option<rackflow_domain::inventory::Rack>> {
+        self.inner
+            .rack_get_by_serial(manufacturer, serial_number)
+            .await
+    }
+
+    async fn component_get_by_serial(
+        &self,
+        manufacturer: &str,
+        serial_number: &str,
+    ) -> StoreResult<Option<rackflow_domain::inventory::Component>> {
+        self.inner
+            .component_get_by_serial(manufacturer, serial_number)
+            .await
+    }
+
     async fn racks_get_many(&self, ids: &[Uuid]) -> StoreResult<Vec<Rack>> {
         self.inner.racks_get_many(ids).await
     }

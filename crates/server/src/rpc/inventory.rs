@@ -84,6 +84,64 @@ pub(crate) async fn get_rack_info_by_id(
     })
 }
 
+/// `serial_info` of a lookup by serial: required, with a serial number.
+fn serial_info(info: Option<&pb::DeviceSerialInfo>) -> ApiResult<(String, String)> {
+    let Some(info) = info else {
+        return Err(convert::Invalid("serial_info is required".into()).into());
+    };
+    let serial = info.serial_number.trim();
+    if serial.is_empty() {
+        return Err(convert::Invalid("serial_info.serial_number is required".into()).into());
+    }
+    Ok((info.manufacturer.trim().to_string(), serial.to_string()))
+}
+
+pub(crate) async fn get_rack_info_by_serial(
+    inventory: &InventoryManager,
+    req: pb::GetRackInfoBySerialRequest,
+) -> ApiResult<pb::GetRackInfoResponse> {
+    let (manufacturer, serial) = serial_info(req.serial_info.as_ref())?;
+    let found = inventory
+        .rack_by_serial(&manufacturer, &serial, req.with_components)
+        .await?;
+    Ok(pb::GetRackInfoResponse {
+        rack: Some(convert::pb_rack(&found.rack, &found.components)),
+    })
+}
+
+fn component_info(
+    component: &rackflow_domain::inventory::Component,
+    rack: Option<&rackflow_domain::inventory::Rack>,
+) -> pb::GetComponentInfoResponse {
+    pb::GetComponentInfoResponse {
+        component: Some(convert::pb_component(
+            component,
+            rack.and_then(|r| r.external_id.as_deref()),
+        )),
+        rack: rack.map(|r| convert::pb_rack(r, &[])),
+    }
+}
+
+pub(crate) async fn get_component_info_by_id(
+    inventory: &InventoryManager,
+    req: pb::GetComponentInfoByIdRequest,
+) -> ApiResult<pb::GetComponentInfoResponse> {
+    let id = convert::required_id(req.id.as_ref(), "component id is required")?;
+    let (component, rack) = inventory.component_by_id(id, req.with_rack).await?;
+    Ok(component_info(&component, rack.as_ref()))
+}
+
+pub(crate) async fn get_component_info_by_serial(
+    inventory: &InventoryManager,
+    req: pb::GetComponentInfoBySerialRequest,
+) -> ApiResult<pb::GetComponentInfoResponse> {
+    let (manufacturer, serial) = serial_info(req.serial_info.as_ref())?;
+    let (component, rack) = inventory
+        .component_by_serial(&manufacturer, &serial, req.with_rack)
+        .await?;
+    Ok(component_info(&component, rack.as_ref()))
+}
+
 pub(crate) async fn get_list_of_racks(
     inventory: &InventoryManager,
     req: pb::GetListOfRacksRequest,
