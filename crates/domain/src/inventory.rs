@@ -37,6 +37,14 @@ pub struct Rack {
     pub deleted_at: Option<DateTime<Utc>>,
 }
 
+impl Rack {
+    /// The id component managers know the rack by (a rack manager's
+    /// `rack_id`, the sim's fault key): its external id, else its name.
+    pub fn manager_id(&self) -> &str {
+        self.external_id.as_deref().unwrap_or(&self.name)
+    }
+}
+
 /// Type of a BMC. Numeric values are the wire enum values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BmcType {

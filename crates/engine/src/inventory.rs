@@ -249,31 +249,22 @@ impl InventoryManager {
         let whole_fleet = query.target.is_none();
         let by_component = matches!(query.target, Some(TargetSpec::Components(_)));
         let types = query.filter.types.clone();
+        // Resolved once: a rack target's racks are the filter's rack ids.
+        let filter = self.resolved_filter(query).await?;
         let mut components = Vec::new();
-        let mut rack_ids: Vec<Uuid> = Vec::new();
         loop {
             let page = Page {
                 offset: i64::try_from(components.len()).unwrap_or(i64::MAX),
                 limit: VALIDATE_PAGE,
             };
-            let (batch, total) = self.components(query.clone(), page).await?;
+            let (batch, total) = self.store.component_list(&filter, page).await?;
             let got = batch.len();
             components.extend(batch);
             if got == 0 || i64::try_from(components.len()).unwrap_or(i64::MAX) >= total {
                 break;
             }
         }
-        if let Some(TargetSpec::Racks(racks)) = &query.target {
-            for target in racks {
-                let rack = resolve::resolve_rack(self.store.as_ref(), &target.identifier)
-                    .await
-                    .map_err(|e| EngineError::Lookup {
-                        kind: e.kind,
-                        message: e.message,
-                    })?;
-                rack_ids.push(rack.id);
-            }
-        }
+        let mut rack_ids = filter.rack_ids.clone();
         rack_ids.extend(components.iter().filter_map(|c| c.rack_id));
         rack_ids.sort_unstable();
         rack_ids.dedup();
@@ -282,10 +273,7 @@ impl InventoryManager {
             .racks_get_many(&rack_ids)
             .await?
             .into_iter()
-            .map(|r| {
-                let key = r.external_id.clone().unwrap_or_else(|| r.name.clone());
-                (r.id, key)
-            })
+            .map(|r| (r.id, r.manager_id().to_string()))
             .collect();
         let expected: Vec<ExpectedComponent> = components
             .into_iter()
@@ -351,6 +339,15 @@ impl InventoryManager {
         with_components: bool,
     ) -> Result<RackWithComponents, EngineError> {
         let rack = self.find_rack(rack).await?;
+        self.with_components(rack, with_components).await
+    }
+
+    /// `rack` with its components when `with_components`.
+    async fn with_components(
+        &self,
+        rack: Rack,
+        with_components: bool,
+    ) -> Result<RackWithComponents, EngineError> {
         let components = if with_components {
             self.store.components_of_racks(&[rack.id]).await?
         } else {
@@ -377,12 +374,7 @@ impl InventoryManager {
                     "rack with manufacturer {manufacturer:?} and serial number {serial_number:?} not found"
                 ),
             })?;
-        let components = if with_components {
-            self.store.components_of_racks(&[rack.id]).await?
-        } else {
-            Vec::new()
-        };
-        Ok(RackWithComponents { rack, components })
+        self.with_components(rack, with_components).await
     }
 
     /// A non-deleted component by id, with its rack when asked (and it has
@@ -480,6 +472,16 @@ impl InventoryManager {
         query: ComponentQuery,
         page: Page,
     ) -> Result<(Vec<Component>, i64), EngineError> {
+        let filter = self.resolved_filter(query).await?;
+        Ok(self.store.component_list(&filter, page).await?)
+    }
+
+    /// The store filter of `query`: its target resolved into rack ids (with
+    /// their component types), component ids or external ids.
+    async fn resolved_filter(
+        &self,
+        query: ComponentQuery,
+    ) -> Result<ComponentFilterQuery, EngineError> {
         let ComponentQuery { mut filter, target } = query;
         match target {
             None => {}
@@ -505,7 +507,7 @@ impl InventoryManager {
             }
             Some(TargetSpec::NvlDomains(_)) => return Err(EngineError::NvlDomainsUnsupported),
         }
-        Ok(self.store.component_list(&filter, page).await?)
+        Ok(filter)
     }
 
     /// Adds a component, after checking that its rack (if any) exists.

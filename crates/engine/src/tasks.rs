@@ -1399,9 +1399,7 @@ fn with_bundle_versions(
 }
 
 fn rack_label(rack: &rackflow_domain::inventory::Rack) -> String {
-    rack.external_id
-        .clone()
-        .unwrap_or_else(|| rack.name.clone())
+    rack.manager_id().to_string()
 }
 
 /// The executor's view of a task's components, read from its rack's

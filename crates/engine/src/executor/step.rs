@@ -469,11 +469,7 @@ impl StepRun<'_, '_> {
             .map(|c| c.external_id.as_str())
             .collect();
         names.sort_unstable();
-        let shown = names.iter().take(5).copied().collect::<Vec<_>>().join(", ");
-        match names.len() {
-            n if n > 5 => format!("{shown} and {} more", n - 5),
-            _ => shown,
-        }
+        first_listed(&names, ", ", " and")
     }
 
     /// Polls until every component reports `expected` (spec §5.6); read
@@ -1023,9 +1019,9 @@ struct FirmwareFailures {
     unfinished: Vec<String>,
 }
 
-/// Mismatches listed in an error before "and N more" (the rack manager's
-/// post-activation check lists as many).
-const MISMATCHES_LISTED: usize = 5;
+/// Items an error lists before "and N more" (version mismatches, held
+/// components; the rack manager's post-activation check lists as many).
+const LISTED_IN_ERRORS: usize = 5;
 
 impl FirmwareFailures {
     fn into_result(self) -> Result<(), ActionError> {
@@ -1043,14 +1039,7 @@ impl FirmwareFailures {
             ));
         }
         if !self.mismatched.is_empty() {
-            let mut listed =
-                self.mismatched[..self.mismatched.len().min(MISMATCHES_LISTED)].join("; ");
-            if self.mismatched.len() > MISMATCHES_LISTED {
-                listed.push_str(&format!(
-                    "; and {} more",
-                    self.mismatched.len() - MISMATCHES_LISTED
-                ));
-            }
+            let listed = first_listed(&self.mismatched, "; ", "; and");
             parts.push(format!("firmware version check failed: {listed}"));
         }
         if parts.is_empty() {
@@ -1164,6 +1153,21 @@ async fn wait_change_or(
         }
         None => sleep(poll_interval).await,
     }
+}
+
+/// The first [`LISTED_IN_ERRORS`] of `items` joined with `separator`,
+/// then `{more} N more` for the rest (the rack manager's style).
+fn first_listed<S: AsRef<str>>(items: &[S], separator: &str, more: &str) -> String {
+    let shown: Vec<&str> = items
+        .iter()
+        .take(LISTED_IN_ERRORS)
+        .map(AsRef::as_ref)
+        .collect();
+    let mut listed = shown.join(separator);
+    if items.len() > LISTED_IN_ERRORS {
+        listed.push_str(&format!("{more} {} more", items.len() - LISTED_IN_ERRORS));
+    }
+    listed
 }
 
 /// "1 component" / "3 components".

@@ -150,6 +150,19 @@ pub fn node_info(source: &NodeSource, login: &BmcLogin) -> Result<pb::NodeInfo, 
     })
 }
 
+/// The nodes of `sources`, and why the others are none (see [`node_info`]).
+pub fn nodes_of(sources: &[NodeSource], login: &BmcLogin) -> (Vec<pb::NodeInfo>, Vec<String>) {
+    let mut nodes = Vec::new();
+    let mut skipped = Vec::new();
+    for source in sources {
+        match node_info(source, login) {
+            Ok(node) => nodes.push(node),
+            Err(reason) => skipped.push(reason),
+        }
+    }
+    (nodes, skipped)
+}
+
 /// What a sync did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SyncOutcome {
@@ -174,14 +187,11 @@ pub async fn register(
     sources: &[NodeSource],
     login: &BmcLogin,
 ) -> Result<SyncOutcome, tonic::Status> {
-    let mut outcome = SyncOutcome::default();
-    let mut nodes = Vec::new();
-    for source in sources {
-        match node_info(source, login) {
-            Ok(node) => nodes.push(node),
-            Err(reason) => outcome.skipped.push(reason),
-        }
-    }
+    let (nodes, skipped) = nodes_of(sources, login);
+    let mut outcome = SyncOutcome {
+        skipped,
+        ..SyncOutcome::default()
+    };
     for batch in nodes.chunks(SYNC_BATCH) {
         let reply = client
             .create_nodes(pb::CreateNodesRequest {
@@ -230,9 +240,15 @@ pub async fn inventory_sources(store: &dyn Store) -> Result<Vec<NodeSource>, Syn
             break;
         }
         let ids: Vec<uuid::Uuid> = racks.iter().map(|r| r.id).collect();
-        let components = store.components_of_racks(&ids).await?;
+        let mut by_rack: std::collections::HashMap<uuid::Uuid, Vec<Component>> =
+            std::collections::HashMap::new();
+        for c in store.components_of_racks(&ids).await? {
+            if let Some(rack_id) = c.rack_id {
+                by_rack.entry(rack_id).or_default().push(c);
+            }
+        }
         for rack in &racks {
-            for c in components.iter().filter(|c| c.rack_id == Some(rack.id)) {
+            for c in by_rack.get(&rack.id).into_iter().flatten() {
                 sources.push(NodeSource::of(rack, c));
             }
         }

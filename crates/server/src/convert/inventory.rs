@@ -158,22 +158,17 @@ fn operational(
     state: Option<i32>,
     reason: Option<&str>,
 ) -> Checked<Option<Option<OperationalStatus>>> {
-    let Some(state) = state else {
-        if reason.is_some_and(|r| !r.trim().is_empty()) {
-            return invalid(format!(
-                "{field}operational_reason needs an operational_state"
-            ));
-        }
-        return Ok(None);
-    };
-    if state == pb::OperationalState::Unspecified as i32 {
-        if reason.is_some_and(|r| !r.trim().is_empty()) {
-            return invalid(format!(
-                "{field}operational_reason needs an operational_state"
-            ));
-        }
-        return Ok(Some(None));
+    let given = state.is_some();
+    let state = state.filter(|s| *s != pb::OperationalState::Unspecified as i32);
+    if state.is_none() && reason.is_some_and(|r| !r.trim().is_empty()) {
+        return invalid(format!(
+            "{field}operational_reason needs an operational_state"
+        ));
     }
+    let Some(state) = state else {
+        // Not given: left as it is; UNSPECIFIED: cleared.
+        return Ok(given.then_some(None));
+    };
     let Some(state) = OperationalState::from_wire(state) else {
         return invalid(format!(
             "{field}operational_state {state} is unknown (in service 1, drained 2, maintenance 3)"
