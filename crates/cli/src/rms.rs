@@ -23,8 +23,9 @@ pub enum RmsCommand {
     Serve(RmsServeArgs),
     /// Register Flow's inventory with a rack manager: every component with
     /// an external id and a BMC address becomes node `external id` in the
-    /// rack of the rack's external id (its name when it has none). Registered nodes are updated only while idle; nodes
-    /// busy with a job are refused and reported.
+    /// rack of the rack's external id (its name when it has none).
+    /// Registered nodes are updated only while idle; nodes busy with a job
+    /// are refused and reported.
     Sync(RmsSyncArgs),
 }
 
@@ -48,7 +49,7 @@ pub struct RmsSyncArgs {
     #[arg(long, value_name = "FILE")]
     pub bmc_password_file: Option<PathBuf>,
     /// BMC port of the nodes [default: rms.bmc_port; 0 = 443].
-    #[arg(long, value_name = "PORT")]
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u32).range(0..=65_535))]
     pub bmc_port: Option<u32>,
     /// Print the nodes that would be registered; change nothing.
     #[arg(long)]
@@ -116,10 +117,6 @@ fn sync_settings(args: &RmsSyncArgs) -> anyhow::Result<RmsProviderConfig> {
         rms.bmc_password_file = Some(file.clone());
     }
     if let Some(port) = args.bmc_port {
-        anyhow::ensure!(
-            port <= 65_535,
-            "--bmc-port {port} is out of range (1-65535)"
-        );
         rms.bmc_port = port;
     }
     Ok(rms)
@@ -138,17 +135,15 @@ async fn sync(
     let racks = crate::rack::all_racks(&mut flow, true).await?;
     let sources: Vec<NodeSource> = racks.iter().flat_map(node_sources).collect();
     let outcome = if args.dry_run {
-        let mut outcome = SyncOutcome::default();
-        for source in &sources {
-            match rms_sync::node_info(source, &login) {
-                Ok(node) => outcome.messages.push(format!(
-                    "would register {} in rack {}",
-                    node.node_id, node.rack_id
-                )),
-                Err(reason) => outcome.skipped.push(reason),
-            }
+        let (nodes, skipped) = rms_sync::nodes_of(&sources, &login);
+        SyncOutcome {
+            messages: nodes
+                .iter()
+                .map(|n| format!("would register {} in rack {}", n.node_id, n.rack_id))
+                .collect(),
+            skipped,
+            ..SyncOutcome::default()
         }
-        outcome
     } else {
         let manager = RmsManager::new(settings.clone())?;
         let mut client = manager.client();

@@ -462,6 +462,15 @@ impl Config {
                 ),
             });
         }
+        if self.rms.bmc_port > u32::from(u16::MAX) {
+            return Err(ConfigError::Invalid {
+                key: "rms.bmc_port",
+                detail: format!(
+                    "{} is out of range: 1 to 65535, or 0 for the rack manager's default",
+                    self.rms.bmc_port
+                ),
+            });
+        }
         let t = &self.tasks;
         if t.readiness_timeout_secs > READINESS_TIMEOUT_MAX_SECS {
             return Err(ConfigError::Invalid {
@@ -678,6 +687,45 @@ mod tests {
                 assert!(e.to_string().contains("tasks.lease_secs"), "{e}");
             }
         }
+    }
+
+    #[test]
+    fn readiness_settings_and_the_bmc_port_out_of_range_are_refused_naming_the_key() {
+        for (text, key) in [
+            (
+                "[tasks]\nreadiness_timeout_secs = 86401\n",
+                Some("tasks.readiness_timeout_secs"),
+            ),
+            ("[tasks]\nreadiness_timeout_secs = 86400\n", None),
+            (
+                "[tasks]\nreadiness_poll_ms = 9\n",
+                Some("tasks.readiness_poll_ms"),
+            ),
+            (
+                "[tasks]\nreadiness_timeout_secs = 1\nreadiness_poll_ms = 1001\n",
+                Some("tasks.readiness_poll_ms"),
+            ),
+            (
+                "[tasks]\nreadiness_timeout_secs = 1\nreadiness_poll_ms = 1000\n",
+                None,
+            ),
+            ("[rms]\nbmc_port = 65536\n", Some("rms.bmc_port")),
+            ("[rms]\nbmc_port = 65535\n", None),
+            ("[rms]\nbmc_port = 0\n", None),
+        ] {
+            let c: Config = toml::from_str(text).unwrap();
+            match (c.validate(), key) {
+                (Ok(()), None) => {}
+                (Err(e), Some(key)) => assert!(e.to_string().starts_with(key), "{text}: {e}"),
+                (result, key) => panic!("{text}: {result:?}, expected an error on {key:?}"),
+            }
+        }
+        let executor = Config::default().tasks.executor();
+        assert_eq!(
+            executor.readiness_timeout,
+            std::time::Duration::from_secs(1800)
+        );
+        assert_eq!(executor.readiness_poll, std::time::Duration::from_secs(5));
     }
 
     #[test]
