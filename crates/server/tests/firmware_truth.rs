@@ -356,6 +356,39 @@ async fn a_maintenance_window_holds_refuses_and_closes(backend: Backend) {
     assert!(at(&t.finished_at).timestamp() >= closes);
 }
 
+/// Creates the run and waits until it is completed.
+async fn run_to_completion(s: &mut TestServer, request: pb::CreateOperationRunRequest) {
+    let id = s
+        .client
+        .create_operation_run(request)
+        .await
+        .expect("CreateOperationRun")
+        .into_inner()
+        .id
+        .expect("run id");
+    rackflow_testkit::wait::wait_run(&mut s.extensions(), &id, "completed", DEADLINE, |r| {
+        r.summary
+            .as_ref()
+            .and_then(|s| s.state)
+            .is_some_and(|st| st.status == pb::OperationRunStatus::Completed as i32)
+    })
+    .await;
+}
+
+/// Fixture racks `n` (two compute trays each) of the given models.
+async fn create_racks(s: &mut TestServer, racks: &[(u32, &str)]) {
+    for &(n, model) in racks {
+        let mut r = rack(n, Some(fixture_id(n)), 2);
+        if let Some(info) = r.info.as_mut() {
+            info.model = Some(model.into());
+        }
+        s.client
+            .create_expected_rack(pb::CreateExpectedRackRequest { rack: Some(r) })
+            .await
+            .expect("create rack");
+    }
+}
+
 fn entry(model: &str, ty: pb::ComponentType, version: &str) -> pb::FirmwareBundleEntry {
     pb::FirmwareBundleEntry {
         rack_model: model.into(),
@@ -385,16 +418,11 @@ async fn a_bundle_upgrades_a_mixed_fleet_per_model_and_refuses_what_it_does_not_
         return;
     };
     // Rack 1 is a GB200, rack 2 a GB300, rack 3 a model the bundle lacks.
-    for (n, model) in [(1, "GB200 NVL72"), (2, "GB300 NVL72"), (3, "GB100")] {
-        let mut r = rack(n, Some(fixture_id(n)), 2);
-        if let Some(info) = r.info.as_mut() {
-            info.model = Some(model.into());
-        }
-        s.client
-            .create_expected_rack(pb::CreateExpectedRackRequest { rack: Some(r) })
-            .await
-            .expect("create rack");
-    }
+    create_racks(
+        &mut s,
+        &[(1, "GB200 NVL72"), (2, "GB300 NVL72"), (3, "GB100")],
+    )
+    .await;
     let bundle = pb::FirmwareBundle {
         name: "fleet-2026-12".into(),
         entries: vec![
@@ -568,18 +596,7 @@ async fn an_operation_run_rolls_a_bundle_out_per_rack_model(backend: Backend) {
     let Some(mut s) = TestServer::start_with(backend, config).await else {
         return;
     };
-    for n in [1, 2] {
-        let mut r = rack(n, Some(fixture_id(n)), 2);
-        if n == 2
-            && let Some(info) = r.info.as_mut()
-        {
-            info.model = Some("GB300 NVL72".into());
-        }
-        s.client
-            .create_expected_rack(pb::CreateExpectedRackRequest { rack: Some(r) })
-            .await
-            .expect("create rack");
-    }
+    create_racks(&mut s, &[(1, "GB200 NVL72"), (2, "GB300 NVL72")]).await;
     let bundle = pb::FirmwareBundle {
         name: "run-bundle".into(),
         entries: vec![
@@ -596,21 +613,7 @@ async fn an_operation_run_rolls_a_bundle_out_per_rack_model(backend: Backend) {
         upgrade.firmware_bundle = Some(bundle.clone());
         req
     };
-    let completed = |r: &pb::OperationRun| {
-        r.summary
-            .as_ref()
-            .and_then(|s| s.state)
-            .is_some_and(|st| st.status == pb::OperationRunStatus::Completed as i32)
-    };
-    let created = s
-        .client
-        .create_operation_run(run("bundle-1"))
-        .await
-        .expect("CreateOperationRun")
-        .into_inner();
-    let id = created.id.expect("run id");
-    rackflow_testkit::wait::wait_run(&mut s.extensions(), &id, "completed", DEADLINE, completed)
-        .await;
+    run_to_completion(&mut s, run("bundle-1")).await;
     let components = s
         .client
         .get_components(pb::GetComponentsRequest {
@@ -641,14 +644,6 @@ async fn an_operation_run_rolls_a_bundle_out_per_rack_model(backend: Backend) {
         .await
         .expect("connect SimAdmin");
     let starts = firmware_starts(&mut sim).await;
-    let created = s
-        .client
-        .create_operation_run(run("bundle-2"))
-        .await
-        .expect("CreateOperationRun")
-        .into_inner();
-    let id = created.id.expect("run id");
-    rackflow_testkit::wait::wait_run(&mut s.extensions(), &id, "completed", DEADLINE, completed)
-        .await;
+    run_to_completion(&mut s, run("bundle-2")).await;
     assert_eq!(firmware_starts(&mut sim).await, starts, "no update sent");
 }

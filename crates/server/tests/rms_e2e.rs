@@ -138,6 +138,19 @@ async fn register_fixture_nodes(rms: &TestRms, pki: Option<&TestPki>) {
     assert_eq!(created.stats.expect("stats").successful_nodes, 4);
 }
 
+/// Flow on the `rms` provider driving `rms` over plain HTTP/2 (the
+/// dispatcher off: the tests submit tasks themselves), polling jobs every
+/// 20 ms for at most `job_timeout_secs`.
+fn flow_config(rms: &TestRms, job_timeout_secs: u64) -> Config {
+    let mut config = Config::default();
+    config.dispatcher.enabled = false;
+    config.provider = Provider::Rms;
+    config.rms.address = format!("http://{}", rms.addr);
+    config.rms.poll_interval_ms = 20;
+    config.rms.job_timeout_secs = job_timeout_secs;
+    config
+}
+
 /// Waits for the task to finish (re-read on each store write) and checks it
 /// completed.
 async fn wait_completed(flow: &mut TestServer, id: Uuid) -> pb::Task {
@@ -205,12 +218,7 @@ fn task_id(reply: pb::SubmitTaskResponse) -> Uuid {
 
 async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend) {
     let rms = start_rms().await;
-    let mut config = Config::default();
-    config.dispatcher.enabled = false;
-    config.provider = Provider::Rms;
-    config.rms.address = format!("http://{}", rms.addr);
-    config.rms.poll_interval_ms = 20;
-    config.rms.job_timeout_secs = 30;
+    let mut config = flow_config(&rms, 30);
     // The sim back end records a package-derived update under that name.
     config.rms.version_entry = "package-derived".into();
     let Some(mut flow) = TestServer::start_with(backend, config).await else {
@@ -280,13 +288,9 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
 async fn flow_drives_the_rack_manager_over_mtls(backend: Backend) {
     let pki = TestPki::new("rms-e2e");
     let rms = start_rms_with(Some(&pki)).await;
-    let mut config = Config::default();
-    config.dispatcher.enabled = false;
-    config.provider = Provider::Rms;
+    let mut config = flow_config(&rms, 30);
     config.rms.address = format!("https://{}", rms.addr);
     config.rms.tls = pki.client(FLOW);
-    config.rms.poll_interval_ms = 20;
-    config.rms.job_timeout_secs = 30;
     // The sim back end records a package-derived update under that name.
     config.rms.version_entry = "package-derived".into();
     let Some(mut flow) = TestServer::start_with(backend, config).await else {
@@ -317,12 +321,7 @@ async fn flow_drives_the_rack_manager_over_mtls(backend: Backend) {
 /// and the versions read back.
 async fn a_flow_restart_mid_flash_polls_the_same_rack_manager_jobs(backend: Backend) {
     let rms = start_rms_flashing_for(None, 3_000).await;
-    let mut config = Config::default();
-    config.dispatcher.enabled = false;
-    config.provider = Provider::Rms;
-    config.rms.address = format!("http://{}", rms.addr);
-    config.rms.poll_interval_ms = 20;
-    config.rms.job_timeout_secs = 60;
+    let mut config = flow_config(&rms, 60);
     // The sim back end keeps one version per target name; the update's
     // target is package-derived.
     config.rms.version_entry = "package-derived".into();
@@ -420,12 +419,7 @@ fn job_ids(t: &pb::Task) -> std::collections::BTreeMap<String, String> {
 /// address is skipped.
 async fn sync_on_start_registers_the_inventory_with_the_rack_manager(backend: Backend) {
     let rms = start_unregistered_rms(None, 60).await;
-    let mut config = Config::default();
-    config.dispatcher.enabled = false;
-    config.provider = Provider::Rms;
-    config.rms.address = format!("http://{}", rms.addr);
-    config.rms.poll_interval_ms = 20;
-    config.rms.job_timeout_secs = 30;
+    let mut config = flow_config(&rms, 30);
     let Some(mut flow) = TestServer::start_with(backend, config.clone()).await else {
         return;
     };
@@ -538,10 +532,7 @@ async fn sync_on_start_registers_the_inventory_with_the_rack_manager(backend: Ba
 /// FailedPrecondition.
 async fn validate_components_compares_the_inventory_with_the_rack_manager(backend: Backend) {
     let rms = start_unregistered_rms(None, 60).await;
-    let mut config = Config::default();
-    config.dispatcher.enabled = false;
-    config.provider = Provider::Rms;
-    config.rms.address = format!("http://{}", rms.addr);
+    let config = flow_config(&rms, 30);
     let Some(mut flow) = TestServer::start_with(backend, config).await else {
         return;
     };
