@@ -16,18 +16,21 @@
 //! on PostgreSQL; on SQLite the `BEGIN IMMEDIATE` write transaction holds
 //! the whole database, which is the same guarantee for its single node.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use chrono::{DateTime, Utc};
 use rackflow_domain::dispatch::EarlierPhases;
 use rackflow_domain::run::{
-    NameQuery, OperationRun, OperationRunTarget, Page, PhaseScope, RetryState, RunConfiguration,
-    RunListFilter, RunReason, RunStatus, TargetQuery, TargetStatus,
+    KindFilter, NameQuery, OperationRun, OperationRunTarget, Page, PhaseScope, RetryState,
+    RunConfiguration, RunListFilter, RunReason, RunStatus, StateFilter, TargetQuery, TargetStatus,
 };
 use rackflow_domain::task::TaskStatus;
 use uuid::Uuid;
 
 use crate::backend::{Backend, Txn, fetch_count};
 use crate::sql::{
-    Conditions, RowReader, Sql, micros, non_empty, now, parse_named, to_json, write_error,
+    Conditions, RowReader, Sql, balanced_join, micros, non_empty, now, parse_named, to_json,
+    write_error,
 };
 use crate::{LockMode, RunLock, StoreError, StoreResult};
 
@@ -249,41 +252,120 @@ pub(crate) async fn run_get<B: Backend>(
 
 /// The name condition of §4.6 (with decision D6: several wildcard patterns
 /// with `use_or` mean "any pattern matches", so the OR group is
-/// parenthesised).
+/// parenthesised). Patterns are deduplicated; many of them join as a
+/// balanced tree ([`balanced_join`]).
 fn name_condition<B: Backend>(sql: &mut Sql, query: &NameQuery) -> Option<String> {
-    match query.patterns.as_slice() {
+    let patterns: Vec<&str> = query
+        .patterns
+        .iter()
+        .map(String::as_str)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    match patterns.as_slice() {
         [] => None,
         [one] if query.is_wildcard => Some(B::like(sql, "name", &NameQuery::like_pattern(one))),
-        [one] => Some(format!("name = {}", sql.bind(one.as_str()))),
-        many if !query.is_wildcard => Some(format!(
-            "name IN {}",
-            sql.bind_list(many.iter().map(String::as_str))
-        )),
+        [one] => Some(format!("name = {}", sql.bind(*one))),
+        many if !query.is_wildcard => {
+            Some(format!("name IN {}", sql.bind_list(many.iter().copied())))
+        }
         many => {
             let likes: Vec<String> = many
                 .iter()
                 .map(|p| B::like(sql, "name", &NameQuery::like_pattern(p)))
                 .collect();
-            let joiner = if query.use_or { " OR " } else { " AND " };
-            Some(format!("({})", likes.join(joiner)))
+            let joiner = if query.use_or { "OR" } else { "AND" };
+            Some(balanced_join(&likes, joiner))
         }
     }
 }
 
-/// `(a AND b) OR (c) …` over the entries; an entry with no set field (which
-/// validation refuses) matches everything, as an empty AND would.
-fn or_of_ands(entries: Vec<Vec<String>>) -> String {
-    let groups: Vec<String> = entries
-        .into_iter()
-        .map(|parts| {
-            if parts.is_empty() {
-                "1 = 1".to_string()
-            } else {
-                format!("({})", parts.join(" AND "))
-            }
+/// The `states` condition: entries deduplicated, then grouped — statuses
+/// alone in one `IN`, reasons alone in one `IN`, (status, reason) pairs
+/// each — so that thousands of entries make a short statement (SQLite
+/// refuses an expression tree deeper than 1,000). An entry with neither
+/// field (which validation refuses) matches everything: no condition.
+fn states_condition(sql: &mut Sql, states: &[StateFilter]) -> Option<String> {
+    let entries: BTreeSet<(Option<&str>, Option<&str>)> = states
+        .iter()
+        .map(|s| (s.status.map(|x| x.as_str()), s.reason.map(|x| x.as_str())))
+        .collect();
+    if entries.is_empty() || entries.contains(&(None, None)) {
+        return None;
+    }
+    let statuses: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| match e {
+            (Some(status), None) => Some(*status),
+            _ => None,
         })
         .collect();
-    format!("({})", groups.join(" OR "))
+    let reasons: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| match e {
+            (None, Some(reason)) => Some(*reason),
+            _ => None,
+        })
+        .collect();
+    let mut groups = Vec::new();
+    if !statuses.is_empty() {
+        groups.push(format!("status IN {}", sql.bind_list(statuses)));
+    }
+    if !reasons.is_empty() {
+        groups.push(format!("status_reason IN {}", sql.bind_list(reasons)));
+    }
+    for entry in &entries {
+        if let (Some(status), Some(reason)) = entry {
+            groups.push(format!(
+                "(status = {} AND status_reason = {})",
+                sql.bind(*status),
+                sql.bind(*reason)
+            ));
+        }
+    }
+    Some(balanced_join(&groups, "OR"))
+}
+
+/// The `kinds` condition: entries deduplicated and grouped by operation
+/// type (a type without a code takes every code of that type), one `IN` of
+/// codes per type.
+fn kinds_condition(sql: &mut Sql, kinds: &[KindFilter]) -> Option<String> {
+    // type → its codes; `None` = any code.
+    let mut by_type: BTreeMap<&str, Option<BTreeSet<&str>>> = BTreeMap::new();
+    for kind in kinds {
+        let codes = by_type
+            .entry(kind.operation_type.as_str())
+            .or_insert_with(|| Some(BTreeSet::new()));
+        match (&kind.code, codes.as_mut()) {
+            (None, _) => *codes = None,
+            (Some(code), Some(set)) => {
+                set.insert(code.as_str());
+            }
+            (Some(_), None) => {}
+        }
+    }
+    if by_type.is_empty() {
+        return None;
+    }
+    let any_code: Vec<&str> = by_type
+        .iter()
+        .filter(|(_, codes)| codes.is_none())
+        .map(|(ty, _)| *ty)
+        .collect();
+    let mut groups = Vec::new();
+    if !any_code.is_empty() {
+        groups.push(format!("operation_type IN {}", sql.bind_list(any_code)));
+    }
+    for (ty, codes) in &by_type {
+        if let Some(codes) = codes {
+            groups.push(format!(
+                "(operation_type = {} AND operation_code IN {})",
+                sql.bind(*ty),
+                sql.bind_list(codes.iter().copied())
+            ));
+        }
+    }
+    Some(balanced_join(&groups, "OR"))
 }
 
 pub(crate) async fn run_list<B: Backend>(
@@ -295,43 +377,10 @@ pub(crate) async fn run_list<B: Backend>(
     if let Some(name) = name_condition::<B>(&mut cond.sql, &filter.name) {
         cond.add(name);
     }
-    if !filter.states.is_empty() {
-        let entries = filter
-            .states
-            .iter()
-            .map(|state| {
-                let mut parts = Vec::new();
-                if let Some(status) = state.status {
-                    parts.push(format!("status = {}", cond.sql.bind(status.as_str())));
-                }
-                if let Some(reason) = state.reason {
-                    parts.push(format!(
-                        "status_reason = {}",
-                        cond.sql.bind(reason.as_str())
-                    ));
-                }
-                parts
-            })
-            .collect();
-        let states = or_of_ands(entries);
+    if let Some(states) = states_condition(&mut cond.sql, &filter.states) {
         cond.add(states);
     }
-    if !filter.kinds.is_empty() {
-        let entries = filter
-            .kinds
-            .iter()
-            .map(|kind| {
-                let mut parts = vec![format!(
-                    "operation_type = {}",
-                    cond.sql.bind(kind.operation_type.as_str())
-                )];
-                if let Some(code) = &kind.code {
-                    parts.push(format!("operation_code = {}", cond.sql.bind(code.as_str())));
-                }
-                parts
-            })
-            .collect();
-        let kinds = or_of_ands(entries);
+    if let Some(kinds) = kinds_condition(&mut cond.sql, &filter.kinds) {
         cond.add(kinds);
     }
     let total = fetch_count(backend, cond.count("operation_run")).await?;

@@ -216,6 +216,25 @@ impl Sql {
     }
 }
 
+/// `parts` joined by `joiner` (`AND`, `OR`) as a balanced tree of
+/// parentheses, `((a OR b) OR (c OR d))`: a flat chain of n terms is an
+/// expression tree n deep, and SQLite refuses one deeper than 1,000
+/// (`SQLITE_MAX_EXPR_DEPTH`); balanced, 10,000 terms are 14 deep.
+pub(crate) fn balanced_join(parts: &[String], joiner: &str) -> String {
+    match parts {
+        [] => "1 = 1".to_string(),
+        [one] => one.clone(),
+        many => {
+            let (left, right) = many.split_at(many.len() / 2);
+            format!(
+                "({} {joiner} {})",
+                balanced_join(left, joiner),
+                balanced_join(right, joiner)
+            )
+        }
+    }
+}
+
 /// `WHERE` conditions collected while building a filtered listing; the
 /// listing's count and page statements share them (and their arguments).
 #[derive(Debug, Default)]

@@ -167,6 +167,7 @@ macro_rules! both_dialects {
 }
 
 both_dialects!(
+    run_list_answers_filters_of_ten_thousand_entries,
     secrets_reseal_rewrites_every_sealed_envelope,
     audit_trail_appends_lists_pages_and_prunes,
     a_run_control_and_its_audit_event_commit_together,
@@ -1872,6 +1873,89 @@ async fn run_list_filters_by_state_and_kind(db: &Db) {
         kinds: vec![kind("firmware_control", Some("upgrade"))],
     };
     assert_eq!(listed_names(store, filter).await, ["a", "c"]);
+}
+
+/// Issue 31 item 8: filters of thousands of entries (the request guard's
+/// 10,000 per list) answer on both stores, the same as their distinct
+/// entries do — no statement over SQLite's expression-depth or variable
+/// limits.
+async fn run_list_answers_filters_of_ten_thousand_entries(db: &Db) {
+    let store = db.store();
+    for (i, (name, status, reason, code)) in [
+        ("a", RunStatus::Running, RunReason::None, "upgrade"),
+        ("b", RunStatus::Paused, RunReason::SafetyGate, "rollback"),
+        ("c", RunStatus::Completed, RunReason::None, "upgrade"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut r = run(i as u128 + 1, name);
+        r.status = status;
+        r.reason = reason;
+        r.configuration = configuration("firmware_control", code);
+        store.run_create(&r, &[]).await.unwrap();
+    }
+    let statuses = [RunStatus::Running, RunStatus::Paused];
+    let reasons = [None, Some(RunReason::SafetyGate), Some(RunReason::None)];
+    let states: Vec<StateFilter> = (0..10_000)
+        .map(|i| StateFilter {
+            status: Some(statuses[i % 2]),
+            reason: reasons[i % 3],
+        })
+        .collect();
+    let by_states = RunListFilter {
+        states,
+        ..Default::default()
+    };
+    assert_eq!(listed_names(store, by_states).await, ["a", "b"]);
+    // Reasons alone, many times over.
+    let reasons_only = RunListFilter {
+        states: (0..10_000)
+            .map(|_| StateFilter {
+                status: None,
+                reason: Some(RunReason::SafetyGate),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    assert_eq!(listed_names(store, reasons_only).await, ["b"]);
+    // 10,000 distinct codes (one of them real) and type-wide entries.
+    let mut kinds: Vec<KindFilter> = (0..9_999)
+        .map(|i| KindFilter {
+            operation_type: "firmware_control".into(),
+            code: Some(format!("code-{i}")),
+        })
+        .collect();
+    kinds.push(KindFilter {
+        operation_type: "firmware_control".into(),
+        code: Some("rollback".into()),
+    });
+    let by_kinds = RunListFilter {
+        kinds: kinds.clone(),
+        ..Default::default()
+    };
+    assert_eq!(listed_names(store, by_kinds).await, ["b"]);
+    kinds.push(KindFilter {
+        operation_type: "firmware_control".into(),
+        code: None,
+    });
+    let type_wide = RunListFilter {
+        kinds,
+        ..Default::default()
+    };
+    assert_eq!(listed_names(store, type_wide).await, ["a", "b", "c"]);
+    // 10,000 wildcard names, any of which may match.
+    let mut patterns: Vec<String> = (0..9_999).map(|i| format!("nothing-{i}")).collect();
+    patterns.push("c".into());
+    let by_names = RunListFilter {
+        name: NameQuery {
+            patterns,
+            is_wildcard: true,
+            use_or: true,
+        },
+        ..Default::default()
+    };
+    assert_eq!(listed_names(store, by_names).await, ["c"]);
 }
 
 async fn run_list_orders_pages_and_counts(db: &Db) {
