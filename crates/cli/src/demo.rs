@@ -326,6 +326,8 @@ fn log_to_file(path: &Path) -> anyhow::Result<()> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::sync::Mutex::new(file))
+        // A full disk must not panic the demo's server (see serve::init_tracing).
+        .log_internal_errors(false)
         .with_ansi(false)
         .try_init();
     Ok(())

@@ -50,14 +50,44 @@ impl ServeArgs {
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`). Shared by the
 /// long-running commands (`serve`, `rms serve`).
+///
+/// A log line that cannot be written (the reader of a `serve | tee log`
+/// pipe went away, a full disk behind a redirect) is dropped: the fmt layer
+/// would otherwise report its own write error with `eprintln!`, which panics
+/// on a closed stderr — inside whatever task logged, h2's connection tasks
+/// and the signal handler included — and leaves a server that answers
+/// nothing and ignores SIGTERM.
 pub(crate) fn init_tracing() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // A second initialisation (tests) is harmless; ignore it.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| LossyStderr)
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
+}
+
+/// Standard error whose write errors are swallowed (see [`init_tracing`]):
+/// a log line is worth less than the server that writes it.
+struct LossyStderr;
+
+impl std::io::Write for LossyStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // One write per event keeps concurrent lines whole; on error the
+        // line is reported written so that `write_all` stops here.
+        Ok(std::io::stderr().lock().write(buf).unwrap_or(buf.len()))
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let _ = std::io::stderr().lock().write_all(buf);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
 }
 
 /// Cancels `token` on SIGINT or SIGTERM. A second signal exits at once.
