@@ -7,9 +7,9 @@
 //! from `rackflow_domain::rule` (the same code, the same messages), so a file
 //! that passes here is refused by the server only for what depends on its
 //! state (an existing default). The definition sent is `{"version": "v1",
-//! "steps": [...]}` as the validator read it. Keys the validator does not
-//! know are ignored by it; the CLI warns about them (typos such as
-//! `max_paralel` would otherwise go unnoticed).
+//! "steps": [...]}` as the validator read it. A key the rule model does not
+//! have is an error here as on the server (a typo such as `max_paralel`
+//! would otherwise leave its field at the default).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -119,64 +119,12 @@ pub fn operation_type_name(value: i32) -> String {
 /// Longest rule name the server accepts.
 pub const MAX_NAME_LEN: usize = MAX_RULE_NAME_LEN;
 
-const DEFINITION_KEYS: &[&str] = &["version", "steps"];
-const STEP_KEYS: &[&str] = &[
-    "component_type",
-    "stage",
-    "max_parallel",
-    "timeout",
-    "retry",
-    "pre_operation",
-    "main_operation",
-    "post_operation",
-    "delay_after",
-];
-const BATCH_KEYS: &[&str] = &["version", "rules"];
-const BATCH_RULE_KEYS: &[&str] = &[
-    "name",
-    "description",
-    "operation_type",
-    "operation",
-    "steps",
-];
-
-/// Warnings for the keys of `value` (a mapping) that are not in `known`.
-fn unknown_keys(value: &Value, known: &[&str], place: &str) -> Vec<String> {
-    let Some(map) = value.as_object() else {
-        return Vec::new();
-    };
-    map.keys()
-        .filter(|k| !known.contains(&k.as_str()))
-        .map(|k| {
-            if place.is_empty() {
-                format!("unknown key {k:?} (ignored)")
-            } else {
-                format!("{place}: unknown key {k:?} (ignored)")
-            }
-        })
-        .collect()
-}
-
-/// Warnings for unknown keys of the steps in `steps` (a list).
-fn unknown_step_keys(steps: Option<&Value>) -> Vec<String> {
-    steps
-        .and_then(Value::as_array)
-        .map(|steps| {
-            steps
-                .iter()
-                .enumerate()
-                .flat_map(|(i, s)| unknown_keys(s, STEP_KEYS, &format!("steps[{i}]")))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// A checked rule definition, ready to send.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Definition {
     /// The definition as the server's validator reads it.
     pub rule: RuleDefinition,
-    /// Non-fatal findings (unknown keys, no steps).
+    /// Non-fatal findings (no steps).
     pub warnings: Vec<String>,
 }
 
@@ -185,9 +133,7 @@ impl Definition {
     /// validator the server runs (`rackflow_domain::rule`), as a user rule.
     pub fn from_value(value: &Value) -> Result<Definition, String> {
         let rule = parse_rule_definition(&value.to_string()).map_err(|e| e.to_string())?;
-        let mut warnings = unknown_keys(value, DEFINITION_KEYS, "");
-        warnings.extend(unknown_step_keys(value.get("steps")));
-        Ok(Definition::new(rule, warnings))
+        Ok(Definition::new(rule, Vec::new()))
     }
 
     fn new(rule: RuleDefinition, mut warnings: Vec<String>) -> Definition {
@@ -298,26 +244,17 @@ pub fn plan_batch(text: &str) -> anyhow::Result<Vec<PlannedRule>> {
     if rules.is_empty() {
         anyhow::bail!("the file defines no rules (expected `rules: [...]`)");
     }
-    let raw: Value = serde_yaml::from_str(text).unwrap_or(Value::Null);
     let mut planned = Vec::with_capacity(rules.len());
     for (i, rule) in rules.into_iter().enumerate() {
         let label = format!("rules[{i}] ({})", rule.name);
         let rule_type = RuleType::from_task_type(rule.operation_type)
             .map_err(|e| anyhow::anyhow!("{label}: {e}"))?;
-        let raw_rule = raw.get("rules").and_then(|r| r.get(i));
-        let mut warnings = raw_rule
-            .map(|r| unknown_keys(r, BATCH_RULE_KEYS, ""))
-            .unwrap_or_default();
-        warnings.extend(unknown_step_keys(raw_rule.and_then(|r| r.get("steps"))));
-        if i == 0 {
-            warnings.extend(unknown_keys(&raw, BATCH_KEYS, "file"));
-        }
         planned.push(PlannedRule {
             name: rule.name.trim().to_string(),
             description: rule.description.trim().to_string(),
             rule_type,
             code: rule.operation_code,
-            definition: Definition::new(rule.definition, warnings),
+            definition: Definition::new(rule.definition, Vec::new()),
         });
     }
     Ok(planned)

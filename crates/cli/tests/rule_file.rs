@@ -230,26 +230,26 @@ fn file_structure_errors_and_warnings() {
     let err = plan_error(&BATCH.replace("version: v1", "version: v2"));
     assert!(err.contains("v2"), "{err}");
     assert!(plan_batch("rules: [").is_err());
-    // Unknown keys are ignored by the validator: warnings name them.
-    let typo = BATCH
-        .replacen("max_parallel: 6", "max_paralel: 6", 1)
-        .replacen(
-            "    operation: power_off",
-            "    operation: power_off\n    owner: ops",
-            1,
-        )
-        .replacen("version: v1", "version: v1\ncomment: june", 1);
-    let planned = plan(&typo);
+    // Unknown keys are refused (issue 31): a typo would leave its field at
+    // its default, max_parallel's being "every component at once".
+    let typo = BATCH.replacen("max_parallel: 6", "max_paralel: 6", 1);
     assert_eq!(
-        planned[0].definition.warnings,
-        vec![
-            "steps[2]: unknown key \"max_paralel\" (ignored)",
-            "file: unknown key \"comment\" (ignored)"
-        ]
+        plan_error(&typo),
+        "rules[0] (power-on-staged): steps[2]: unknown key \"max_paralel\" (did you mean \"max_parallel\"?)"
+    );
+    let owner = BATCH.replacen(
+        "    operation: power_off",
+        "    operation: power_off\n    owner: ops",
+        1,
     );
     assert_eq!(
-        planned[1].definition.warnings,
-        vec!["unknown key \"owner\" (ignored)"]
+        plan_error(&owner),
+        "rules[1] (power-off-staged): unknown key \"owner\" (known keys: name, description, operation_type, operation, steps)"
+    );
+    let comment = BATCH.replacen("version: v1", "version: v1\ncomment: june", 1);
+    assert_eq!(
+        plan_error(&comment),
+        "unknown key \"comment\" (known keys: version, rules)"
     );
 }
 
@@ -330,8 +330,10 @@ fn definition_checks_name_the_step() {
     assert!(empty.warnings[0].contains("no steps"));
     assert!(Definition::from_value(&json!({"version": "v2", "steps": []})).is_err());
     assert!(Definition::from_value(&json!({"version": 1, "steps": []})).is_err());
-    let typo = Definition::from_value(&json!({"step": []})).unwrap();
-    assert_eq!(typo.warnings[0], "unknown key \"step\" (ignored)");
+    assert_eq!(
+        Definition::from_value(&json!({"step": []})).unwrap_err(),
+        "unknown key \"step\" (did you mean \"steps\"?)"
+    );
 }
 
 #[test]
@@ -350,10 +352,10 @@ fn plan_load_reads_a_file_and_names_it_in_errors() {
         BATCH.replacen("stage: 3", "stage: 3\n        max_paralel: 1", 1),
     )
     .unwrap();
-    let (_, warnings) = plan_load(&path).unwrap();
-    assert_eq!(
-        warnings,
-        vec!["rule \"power-on-staged\": steps[2]: unknown key \"max_paralel\" (ignored)"]
+    let err = format!("{:#}", plan_load(&path).unwrap_err());
+    assert!(
+        err.contains("steps[2]: unknown key \"max_paralel\" (did you mean \"max_parallel\"?)"),
+        "{err}"
     );
     std::fs::write(
         &path,

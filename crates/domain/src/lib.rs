@@ -22,6 +22,7 @@ pub mod report;
 pub mod rule;
 pub mod run;
 pub mod schedule;
+pub mod suggest;
 pub mod target;
 pub mod task;
 

@@ -1599,6 +1599,29 @@ async fn rule_validation_errors_write_nothing(backend: Backend) {
             ),
             "steps[1]: duplicate component type Compute in stage 1",
         ),
+        // Issue 31: a typo is refused, never read as "field not set" (an
+        // unset max_parallel acts on every component at once).
+        (
+            rule_request(
+                "r",
+                PowerControl,
+                "power_on",
+                &step(json!({"max_paralel": 2})),
+                false,
+            ),
+            "steps[0]: unknown key \"max_paralel\" (did you mean \"max_parallel\"?)",
+        ),
+        (
+            rule_request(
+                "r",
+                PowerControl,
+                "power_on",
+                &step(json!({"main_operation": {"name": "PowerControl",
+                    "parameters": {"operaton": "force_power_off"}}})),
+                false,
+            ),
+            "steps[0].main_operation.parameters: unknown key \"operaton\" (did you mean \"operation\"?)",
+        ),
     ];
     for (req, message) in cases {
         let err = s
@@ -1818,6 +1841,24 @@ async fn rule_crud_defaults_and_associations(backend: Backend) {
         .expect_err("invalid definition");
     assert_eq!(err.code(), Code::InvalidArgument);
     assert_eq!(err.message(), "steps[0]: stage must be >= 1");
+    let err = s
+        .client
+        .update_operation_rule(pb::UpdateOperationRuleRequest {
+            rule_id: Some(uuid(a)),
+            rule_definition_json: Some(
+                json!({"steps": [{"component_type": "compute", "stage": 1, "max_paralel": 1,
+                    "main_operation": {"name": "PowerControl"}}]})
+                .to_string(),
+            ),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a typo in the definition");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert_eq!(
+        err.message(),
+        "steps[0]: unknown key \"max_paralel\" (did you mean \"max_parallel\"?)"
+    );
     assert_eq!(
         get_rule(&mut s.client, a)
             .await

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::keys::{BATCH_KEYS, BATCH_RULE_KEYS, check_keys, check_steps_keys};
 use super::validate::{parse_operation_type, parse_steps, validate_rule_record};
 use super::{CURRENT_VERSION, RuleDefinition, RuleError};
 use crate::task::TaskType;
@@ -57,6 +58,7 @@ pub fn required_operations(operation_type: TaskType) -> &'static [&'static str] 
 /// `is_default = true`, in file order.
 pub fn parse_rule_batch(yaml: &str) -> Result<Vec<NewRule>, RuleError> {
     let doc: Value = serde_yaml::from_str(yaml).map_err(|e| RuleError::Yaml(e.to_string()))?;
+    check_keys(&doc, BATCH_KEYS)?;
     let Value::Object(doc) = doc else {
         return Err(RuleError::Yaml(
             "expected a mapping with `version` and `rules`".into(),
@@ -116,6 +118,8 @@ fn parse_rule(item: &Value) -> Result<NewRule, RuleError> {
     let Value::Object(obj) = item else {
         return Err(RuleError::Yaml("a rule must be a mapping".into()));
     };
+    check_keys(item, BATCH_RULE_KEYS)?;
+    check_steps_keys(obj.get("steps"))?;
     let text = |key: &str| -> Result<String, RuleError> {
         match obj.get(key) {
             None | Some(Value::Null) => Ok(String::new()),

@@ -50,6 +50,11 @@ pub enum RuleError {
     },
     #[error("{0} must be non-negative")]
     NegativeDuration(String),
+    /// A key the rule model does not have (a typo would otherwise be
+    /// ignored, and its field left at its default). `hint` suggests the key
+    /// meant or lists the known ones.
+    #[error("unknown key {key:?} ({hint})")]
+    UnknownKey { key: String, hint: String },
 
     // ---- rule record -----------------------------------------------------
     #[error("name is required")]

@@ -13,12 +13,14 @@
 //! * [`builtin`] — the hard-coded default rules of §4.5;
 //! * [`resolve`] — which rule a task runs (§4.4);
 //! * [`batch`] — the YAML batch loader (§4.6);
+//! * [`keys`] — the keys a user's document may have (unknown ones refused);
 //! * [`error`] — [`RuleError`].
 
 pub mod action;
 pub mod batch;
 pub mod builtin;
 pub mod error;
+pub mod keys;
 pub mod resolve;
 pub mod validate;
 

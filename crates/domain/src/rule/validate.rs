@@ -36,9 +36,12 @@ pub const RULE_OPERATION_TYPES: [TaskType; 4] = [
 
 /// Parses a rule definition written by a user (JSON) and validates it as a
 /// user rule. An empty `version` becomes `v1`; any other version than `v1`
-/// is refused.
+/// is refused, and so is a key the model does not have (checked first: a
+/// misspelt `main_operation` is reported as the typo it is).
 pub fn parse_rule_definition(json: &str) -> Result<RuleDefinition, RuleError> {
-    let definition = RuleDefinition::from_json(json)?;
+    let value: Value = serde_json::from_str(json).map_err(|e| RuleError::Json(e.to_string()))?;
+    super::keys::check_definition_keys(&value)?;
+    let definition = parse_definition_value(&value)?;
     definition.validate()?;
     Ok(definition)
 }
