@@ -20,6 +20,21 @@ use uuid::Uuid;
 use crate::error::{EngineError, LookupKind};
 use crate::resolve::{self, LookupError};
 
+/// Appended to the reference's candidate-limit error (whose code and text
+/// stay as they are): which setting raises the limit.
+pub const CANDIDATE_LIMIT_HINT: &str = " (the server's planner.max_candidate_targets, or \
+     RACKFLOW_MAX_CANDIDATE_TARGETS in its environment, raises the limit; 0 = unlimited)";
+
+/// [`planner::check_candidate_limit`] with [`CANDIDATE_LIMIT_HINT`] after
+/// the reference's text.
+fn candidate_limit(count: usize, limit: usize) -> Result<(), LookupError> {
+    planner::check_candidate_limit(count, limit).map_err(|e| {
+        let mut e = LookupError::from(e);
+        e.message.push_str(CANDIDATE_LIMIT_HINT);
+        e
+    })
+}
+
 /// Page size used when the manager pages through the store itself.
 const READ_PAGE: i64 = 100;
 
@@ -179,8 +194,8 @@ impl RunManager {
         let base = base.map_err(|e| e.wrap(&format!("build {source}")))?;
         let candidates = planner::normalize_candidates(base)
             .map_err(|e| LookupError::from(e).wrap(&format!("normalize {source}")))?;
-        planner::check_candidate_limit(candidates.len(), self.max_candidate_targets)
-            .map_err(|e| LookupError::from(e).wrap(&format!("build {source}")))?;
+        candidate_limit(candidates.len(), self.max_candidate_targets)
+            .map_err(|e| e.wrap(&format!("build {source}")))?;
         if candidates.is_empty() {
             return Ok(Plan::default());
         }
@@ -252,7 +267,7 @@ impl RunManager {
                 }
             }
             // Stop reading as soon as the limit is known to be exceeded.
-            planner::check_candidate_limit(out.len(), limit)?;
+            candidate_limit(out.len(), limit)?;
             offset += racks.len() as i64;
             if offset >= total {
                 break;
@@ -289,7 +304,7 @@ impl RunManager {
                 components: t.components_by_type,
             }));
             let merged = planner::normalize_candidates(rows.clone())?;
-            planner::check_candidate_limit(merged.len(), self.max_candidate_targets)?;
+            candidate_limit(merged.len(), self.max_candidate_targets)?;
         }
         Ok(planner::normalize_candidates(rows)?)
     }

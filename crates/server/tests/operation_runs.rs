@@ -689,9 +689,12 @@ async fn candidate_limit_is_internal(backend: Backend) {
         .await
         .expect_err("limit");
     assert_eq!(err.code(), Code::Internal);
+    // The reference's text, then which setting raises the limit (issue 31).
     assert_eq!(
         err.message(),
-        "plan operation run targets: build default scope: operation run candidate scope exceeds target limit 2"
+        "plan operation run targets: build default scope: operation run candidate scope exceeds \
+         target limit 2 (the server's planner.max_candidate_targets, or \
+         RACKFLOW_MAX_CANDIDATE_TARGETS in its environment, raises the limit; 0 = unlimited)"
     );
     // With a component filter that matches two racks only, the limit holds.
     let mut req = run_request("filtered", 100, "s", "o", 1);
