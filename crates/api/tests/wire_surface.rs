@@ -416,6 +416,7 @@ const OUR_MESSAGES: &[&str] = &[
     "FirmwareBundle",
     "FirmwareBundleEntry",
     "InstalledVersion",
+    "TargetVersion",
 ];
 
 /// The first number rackflow may give a field it adds to a reference message.
@@ -435,6 +436,11 @@ const OUR_FIELDS_IN_REFERENCE_MESSAGES: &[(&str, &str, i32)] = &[
     ("PatchComponentRequest", "operational_state", 1000),
     ("PatchComponentRequest", "operational_reason", 1001),
     ("UpgradeFirmwareRequest", "firmware_bundle", 1000),
+    (
+        "UpgradeFirmwareRequest",
+        "same_version_for_all_models",
+        1001,
+    ),
 ];
 
 /// Every reference message of `package v1` with its fields ("number name;

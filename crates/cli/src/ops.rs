@@ -228,6 +228,12 @@ pub struct FirmwareArgs {
     /// refused.
     #[arg(long, value_name = "FILE.yaml")]
     pub bundle: Option<std::path::PathBuf>,
+    /// Install --target-version on racks of every model the target spans.
+    /// Without it, one version for racks of several models (or a version
+    /// named for another model family, gb200-… on GB300 racks) is refused:
+    /// one model's image must not reach another's trays.
+    #[arg(long, requires = "target_version")]
+    pub same_version_for_all_models: bool,
     /// Start of the maintenance window (RFC 3339); needs --end.
     #[arg(long, value_name = "RFC3339", requires = "end", value_parser = parse_rfc3339)]
     pub start: Option<chrono::DateTime<chrono::Utc>>,
@@ -318,6 +324,7 @@ impl FirmwareArgs {
                 .transpose()?,
             override_version_check: self.override_version_check,
             firmware_bundle: self.bundle.as_deref().map(read_bundle).transpose()?,
+            same_version_for_all_models: self.same_version_for_all_models,
         })
     }
 }
@@ -327,8 +334,13 @@ impl FirmwareArgs {
 pub fn read_bundle(path: &std::path::Path) -> anyhow::Result<v1::FirmwareBundle> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("read --bundle {}", path.display()))?;
-    let bundle = rackflow_domain::bundle::FirmwareBundle::from_yaml(&text)
-        .map_err(|e| anyhow::anyhow!("--bundle {}: {e}", path.display()))?;
+    bundle_from_text(&text).map_err(|e| anyhow::anyhow!("--bundle {}: {e}", path.display()))
+}
+
+/// A bundle document (YAML, or JSON), validated, in the wire form.
+pub fn bundle_from_text(text: &str) -> anyhow::Result<v1::FirmwareBundle> {
+    let bundle = rackflow_domain::bundle::FirmwareBundle::from_yaml(text)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(v1::FirmwareBundle {
         name: bundle.name.clone(),
         entries: bundle

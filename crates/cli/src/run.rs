@@ -80,6 +80,10 @@ pub struct CreateArgs {
     /// (see `firmware upgrade --bundle`).
     #[arg(long, value_name = "FILE.yaml")]
     pub bundle: Option<std::path::PathBuf>,
+    /// Install the target version on racks of every model the run spans
+    /// (see `firmware upgrade --same-version-for-all-models`).
+    #[arg(long, conflicts_with = "bundle")]
+    pub same_version_for_all_models: bool,
     /// Candidate racks by UUID or name (comma-separated or repeated).
     #[arg(long, value_name = "RACK", value_delimiter = ',')]
     pub racks: Vec<String>,
@@ -146,6 +150,9 @@ impl CreateArgs {
         set(&mut o.conflict_retry.max_retry_delay, &self.max_retry_delay);
         let op = &mut spec.operation;
         set(&mut op.target_version, &self.target_version);
+        if self.same_version_for_all_models {
+            op.same_version_for_all_models = true;
+        }
         set(&mut op.description, &self.firmware_description);
         if let Some(rule) = self.rule_id {
             op.rule_id = Some(rule.to_string());
@@ -286,6 +293,17 @@ pub struct PlannedTargetView {
     pub components: BTreeMap<String, usize>,
     /// What the targeted components run now, per type and version.
     pub installed_versions: Vec<InstalledVersionView>,
+    pub rack_model: String,
+    /// The version each targeted type is to install (from the bundle for
+    /// the rack's model, or the one target version).
+    pub target_versions: Vec<TargetVersionView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetVersionView {
+    #[serde(rename = "type")]
+    pub component_type: String,
+    pub version: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -320,6 +338,25 @@ impl PlannedTargetView {
             })
             .collect();
         or_dash(&parts.join(", "))
+    }
+
+    /// `2.0.0` when every type gets that version, else `Compute 1.2,
+    /// NVSwitch 2.3`; "-" without a version.
+    fn target_text(&self) -> String {
+        let first = self.target_versions.first().map(|t| t.version.as_str());
+        if self
+            .target_versions
+            .iter()
+            .all(|t| Some(t.version.as_str()) == first)
+        {
+            return or_dash(first.unwrap_or(""));
+        }
+        let parts: Vec<String> = self
+            .target_versions
+            .iter()
+            .map(|t| format!("{} {}", t.component_type, t.version))
+            .collect();
+        parts.join(", ")
     }
 }
 
@@ -357,6 +394,15 @@ impl PreviewView {
                             version: v.version.clone(),
                             components: v.components,
                             observed: v.observed,
+                        })
+                        .collect(),
+                    rack_model: t.rack_model.clone(),
+                    target_versions: t
+                        .target_versions
+                        .iter()
+                        .map(|v| TargetVersionView {
+                            component_type: crate::rack::type_name(v.component_type),
+                            version: v.version.clone(),
                         })
                         .collect(),
                 })
@@ -424,10 +470,14 @@ fn config_fields(fields: &mut Fields, spec: &RunSpec) {
         ),
     );
     let op = &spec.operation;
-    fields.add(
-        "Target version",
-        or_dash(op.target_version.as_deref().unwrap_or("")),
-    );
+    let version = match (&op.bundle, op.target_version.as_deref()) {
+        (Some(bundle), _) => format!("per rack model, bundle {}", bundle.describe()),
+        (None, Some(version)) if op.same_version_for_all_models => {
+            format!("{version} (for every rack model)")
+        }
+        (None, version) => or_dash(version.unwrap_or("")),
+    };
+    fields.add("Target version", version);
     if let Some(rule) = &op.rule_id {
         fields.add("Rule", rule);
     }
@@ -510,8 +560,13 @@ fn print_preview(view: &PreviewView) {
         "RACK EXTERNAL ID".to_string(),
         "RACK NAME".to_string(),
     ];
+    let models = view.targets.iter().any(|t| !t.rack_model.is_empty());
+    if models {
+        headers.push("MODEL".to_string());
+    }
     headers.extend(types.iter().map(|t| t.to_ascii_uppercase()));
     headers.push("CURRENT".to_string());
+    headers.push("TARGET".to_string());
     let mut table = Table::new(headers);
     for t in &view.targets {
         let mut row = vec![
@@ -520,12 +575,16 @@ fn print_preview(view: &PreviewView) {
             or_dash(&t.rack_external_id),
             or_dash(&t.rack_name),
         ];
+        if models {
+            row.push(or_dash(&t.rack_model));
+        }
         row.extend(
             types
                 .iter()
                 .map(|ty| t.components.get(*ty).copied().unwrap_or(0).to_string()),
         );
         row.push(t.current_text());
+        row.push(t.target_text());
         table.row(row);
     }
     table.print();

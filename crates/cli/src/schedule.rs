@@ -191,6 +191,10 @@ pub struct CreateArgs {
     /// Firmware version (firmware-upgrade).
     #[arg(long, value_name = "VERSION")]
     pub target_version: Option<String>,
+    /// Install --target-version on racks of every model the scope spans
+    /// (see `firmware upgrade --same-version-for-all-models`).
+    #[arg(long, requires = "target_version")]
+    pub same_version_for_all_models: bool,
     /// A scope whose previous task is still active: skip it, or queue.
     #[arg(long, value_enum, default_value_t = Overlap::Skip)]
     pub overlap: Overlap,
@@ -284,6 +288,7 @@ impl CreateArgs {
             Operation::FirmwareUpgrade => Op::UpgradeFirmware(v1::UpgradeFirmwareRequest {
                 target_spec,
                 target_version: self.target_version.clone(),
+                same_version_for_all_models: self.same_version_for_all_models,
                 queue_options: s.queue_options(),
                 rule_id: s.rule_id(),
                 override_readiness_check: s.override_readiness_check,

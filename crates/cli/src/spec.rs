@@ -8,6 +8,7 @@
 //! `rackflow run create --file` (with its generated seeds, the same cohort in
 //! the same order).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -126,12 +127,71 @@ impl RetrySpec {
     }
 }
 
+/// A firmware bundle inside a run spec (the bundle file's shape).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleSpec {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Rack model → component type name → version.
+    pub models: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl BundleSpec {
+    /// The wire bundle, checked as a bundle file is.
+    pub fn to_proto(&self) -> anyhow::Result<v1::FirmwareBundle> {
+        let text = serde_json::to_string(self).context("encode bundle")?;
+        crate::ops::bundle_from_text(&text).context("operation.bundle")
+    }
+
+    pub fn from_proto(bundle: &v1::FirmwareBundle) -> BundleSpec {
+        let mut models: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for entry in &bundle.entries {
+            models.entry(entry.rack_model.clone()).or_default().insert(
+                crate::rack::type_name(entry.component_type),
+                entry.version.clone(),
+            );
+        }
+        BundleSpec {
+            name: bundle.name.clone(),
+            models,
+        }
+    }
+
+    /// `name: GB200 NVL72 → Compute 1.2, NVSwitch 2.3; GB300 NVL72 → …`.
+    pub fn describe(&self) -> String {
+        let models: Vec<String> = self
+            .models
+            .iter()
+            .map(|(model, types)| {
+                let versions: Vec<String> =
+                    types.iter().map(|(ty, v)| format!("{ty} {v}")).collect();
+                format!("{model} → {}", versions.join(", "))
+            })
+            .collect();
+        let name = if self.name.is_empty() {
+            "(unnamed)"
+        } else {
+            &self.name
+        };
+        format!("{name}: {}", models.join("; "))
+    }
+}
+
 /// The firmware upgrade and the racks it may touch.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_version: Option<String>,
+    /// `target_version` is meant for racks of every model the run spans
+    /// (refused across models without it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub same_version_for_all_models: bool,
+    /// Versions per rack model and component type, as a bundle file has
+    /// them (`name`, `models`); exclusive with `target_version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<BundleSpec>,
     /// Description of each child task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -398,6 +458,12 @@ impl RunSpec {
                             target_version: non_empty(&op.target_version),
                             description: op.description.clone().unwrap_or_default(),
                             rule_id,
+                            firmware_bundle: op
+                                .bundle
+                                .as_ref()
+                                .map(BundleSpec::to_proto)
+                                .transpose()?,
+                            same_version_for_all_models: op.same_version_for_all_models,
                             ..Default::default()
                         },
                     )),
@@ -455,6 +521,8 @@ impl RunSpec {
                 &operation.operation
             {
                 op.target_version = fw.target_version.clone().filter(|v| !v.is_empty());
+                op.same_version_for_all_models = fw.same_version_for_all_models;
+                op.bundle = fw.firmware_bundle.as_ref().map(BundleSpec::from_proto);
                 op.description = Some(fw.description.clone()).filter(|d| !d.is_empty());
                 op.rule_id = fw.rule_id.as_ref().map(|u| u.id.clone());
                 if let Some(v1::operation_target_spec::Targets::Racks(racks)) =

@@ -220,9 +220,206 @@ fn model_key(model: &str) -> String {
     model.trim().to_lowercase()
 }
 
+/// The version each of `types` of a rack of `rack_model` is to install
+/// under `payload`: its model's versions from the bundle (none when the
+/// bundle does not cover the model: the submission refuses that rack), or
+/// the one `target_version` for every type; empty without a version.
+pub fn versions_for_rack(
+    payload: &crate::run::FirmwarePayload,
+    rack_model: Option<&str>,
+    types: impl IntoIterator<Item = ComponentType>,
+) -> BTreeMap<ComponentType, String> {
+    let types = types.into_iter();
+    match (&payload.bundle, payload.target_version.as_deref()) {
+        (Some(bundle), _) => match bundle.for_rack("", rack_model) {
+            Ok(versions) => types
+                .filter_map(|ty| Some((ty, versions.get(&ty)?.clone())))
+                .collect(),
+            Err(_) => BTreeMap::new(),
+        },
+        (None, Some(version)) if !version.trim().is_empty() => {
+            types.map(|ty| (ty, version.to_string())).collect()
+        }
+        (None, _) => BTreeMap::new(),
+    }
+}
+
+/// Rack model families a version string may name even when no targeted
+/// rack is of that family (`gb200-fw-25.05.2` on a GB300-only fleet).
+pub const KNOWN_MODEL_FAMILIES: [&str; 5] = ["gb200", "gb300", "gh200", "vr200", "vr300"];
+
+/// What to do instead, appended to every refusal of [`check_one_version`].
+pub const ONE_VERSION_REMEDY: &str = "give each rack model its versions with a firmware bundle \
+     (--bundle FILE.yaml; firmware_bundle on the wire), or, if every model really takes this \
+     version, say so with --same-version-for-all-models (same_version_for_all_models)";
+
+/// The family a model name or version string names: its first token of one
+/// to four letters then three digits (`GB200 NVL72` → `gb200`,
+/// `nvsw-gb300-1.14` → `gb300`); `NVL72` (two digits) is a form factor,
+/// not a family.
+fn families(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|token| {
+            let letters = token.chars().take_while(char::is_ascii_alphabetic).count();
+            let digits = &token[letters..];
+            (1..=4).contains(&letters)
+                && digits.len() == 3
+                && digits.chars().all(|c| c.is_ascii_digit())
+        })
+        .map(str::to_ascii_lowercase)
+}
+
+fn family_of(model: &str) -> Option<String> {
+    families(model).next()
+}
+
+/// Issue 31: one firmware version for every targeted rack (`target_version`
+/// without a bundle) is refused when the racks span several rack models —
+/// one model's image would be installed on the others — or when the version
+/// names a model family (`gb200-…`) that a targeted rack's model is not of.
+/// `models` has one entry per targeted rack; racks without a model count
+/// for neither check (nothing is known about them). The error says which
+/// models and how many racks of each, and what to do instead.
+pub fn check_one_version<'a>(
+    version: &str,
+    models: impl IntoIterator<Item = Option<&'a str>>,
+) -> Result<(), String> {
+    // model key → (name as first seen, racks)
+    let mut by_model: BTreeMap<String, (&str, usize)> = BTreeMap::new();
+    for model in models.into_iter().flatten() {
+        let model = model.trim();
+        if model.is_empty() {
+            continue;
+        }
+        by_model.entry(model_key(model)).or_insert((model, 0)).1 += 1;
+    }
+    let listed = |models: &mut dyn Iterator<Item = &(&str, usize)>| {
+        models
+            .map(|(name, racks)| {
+                format!("{name}: {racks} rack{}", if *racks == 1 { "" } else { "s" })
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if by_model.len() > 1 {
+        return Err(format!(
+            "one target_version ({version:?}) for racks of {} rack models ({}) would install \
+             one model's image on the others: {ONE_VERSION_REMEDY}",
+            by_model.len(),
+            listed(&mut by_model.values())
+        ));
+    }
+    let targeted: Vec<String> = by_model
+        .values()
+        .filter_map(|(name, _)| family_of(name))
+        .collect();
+    let named: Vec<String> = families(version)
+        .filter(|f| KNOWN_MODEL_FAMILIES.contains(&f.as_str()) || targeted.contains(f))
+        .collect();
+    let Some(family) = named.first() else {
+        return Ok(());
+    };
+    let other: Vec<&(&str, usize)> = by_model
+        .values()
+        .filter(|(name, _)| family_of(name).is_some_and(|f| !named.contains(&f)))
+        .collect();
+    if other.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "target_version {version:?} is a {} image, but the targeted racks are of another \
+         model ({}): {ONE_VERSION_REMEDY}",
+        family.to_ascii_uppercase(),
+        listed(&mut other.into_iter())
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_for_a_rack_come_from_its_model_or_the_one_version() {
+        let bundle = FirmwareBundle::from_yaml(FILE).unwrap();
+        let mut payload = crate::run::FirmwarePayload {
+            bundle: Some(bundle),
+            ..Default::default()
+        };
+        let both = [ComponentType::Compute, ComponentType::NvSwitch];
+        assert_eq!(
+            versions_for_rack(&payload, Some("gb200 nvl72"), both),
+            BTreeMap::from([
+                (ComponentType::Compute, "gb200-fw-25.05.2".to_string()),
+                (ComponentType::NvSwitch, "nvsw-1.14".to_string()),
+            ])
+        );
+        assert_eq!(
+            versions_for_rack(&payload, Some("GB300 NVL72"), both),
+            BTreeMap::from([(ComponentType::Compute, "gb300-fw-26.01.0".to_string())])
+        );
+        assert!(versions_for_rack(&payload, Some("other"), both).is_empty());
+        assert!(versions_for_rack(&payload, None, both).is_empty());
+        payload.bundle = None;
+        payload.target_version = Some("2.0.0".into());
+        assert_eq!(
+            versions_for_rack(&payload, None, [ComponentType::Compute]),
+            BTreeMap::from([(ComponentType::Compute, "2.0.0".to_string())])
+        );
+        payload.target_version = None;
+        assert!(versions_for_rack(&payload, None, both).is_empty());
+    }
+
+    #[test]
+    fn one_version_for_one_model_or_no_model_passes() {
+        let gb200 = Some("GB200 NVL72");
+        check_one_version("2.0.0", [gb200, gb200, Some(" gb200 nvl72 ")]).unwrap();
+        check_one_version("2.0.0", [None, None]).unwrap();
+        check_one_version("2.0.0", [gb200, None]).unwrap();
+        check_one_version("gb200-fw-25.05.2", [gb200]).unwrap();
+        check_one_version("nvsw-gb200-1.14", [gb200]).unwrap();
+        // NVL72 is a form factor both families share, not a family.
+        check_one_version("nvl72-1.0", [Some("GB300 NVL72")]).unwrap();
+        check_one_version("anything", std::iter::empty()).unwrap();
+    }
+
+    #[test]
+    fn one_version_across_models_is_refused_with_counts_and_the_remedy() {
+        let err = check_one_version(
+            "2.0.0",
+            [
+                Some("GB200 NVL72"),
+                Some("GB300 NVL72"),
+                Some("GB200 NVL72"),
+                None,
+            ],
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with(
+                "one target_version (\"2.0.0\") for racks of 2 rack models (GB200 NVL72: 2 racks, \
+                 GB300 NVL72: 1 rack) would install one model's image on the others: "
+            ),
+            "{err}"
+        );
+        assert!(err.contains("--bundle FILE.yaml"), "{err}");
+        assert!(err.contains("--same-version-for-all-models"), "{err}");
+    }
+
+    #[test]
+    fn a_version_of_another_family_is_refused() {
+        let err = check_one_version("gb200-fw-25.05.2", [Some("GB300 NVL72")]).unwrap_err();
+        assert!(
+            err.starts_with(
+                "target_version \"gb200-fw-25.05.2\" is a GB200 image, but the targeted racks \
+                 are of another model (GB300 NVL72: 1 rack): "
+            ),
+            "{err}"
+        );
+        // A family only the fleet's own models name counts too.
+        let err = check_one_version("xb900-1.0", [Some("XB901 Rack")]);
+        assert!(err.is_ok(), "xb900 is neither known nor targeted: {err:?}");
+        check_one_version("GB300-1.0", [Some("GB300 NVL72")]).unwrap();
+    }
 
     const FILE: &str = "
 name: fleet-2026-12

@@ -355,6 +355,25 @@ pub struct FirmwarePayload {
     /// a layered target version at submission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bundle: Option<crate::bundle::FirmwareBundle>,
+    /// The caller means `target_version` for racks of every model (issue
+    /// 31); without it one version across models is refused at submission.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub same_version_for_all_models: bool,
+}
+
+impl FirmwarePayload {
+    /// The single version that has to pass
+    /// [`crate::bundle::check_one_version`]: a `target_version` sent without
+    /// a bundle and without `same_version_for_all_models`.
+    pub fn unchecked_single_version(&self) -> Option<&str> {
+        if self.bundle.is_some() || self.same_version_for_all_models {
+            return None;
+        }
+        self.target_version
+            .as_deref()
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    }
 }
 
 /// The operation every target of a run performs, plus the run's scope.

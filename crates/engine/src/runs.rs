@@ -20,6 +20,26 @@ use uuid::Uuid;
 use crate::error::{EngineError, LookupKind};
 use crate::resolve::{self, LookupError};
 
+/// The run's one firmware version for every rack, when it has to pass the
+/// check across rack models (issue 31).
+fn single_version(config: &RunConfiguration) -> Option<&str> {
+    config.operation.payload.unchecked_single_version()
+}
+
+/// Issue 31: a run with one `target_version` for racks of several models
+/// (or a version naming another model family) is refused at creation and
+/// in its preview, unless it sets `same_version_for_all_models`.
+fn check_one_version<'a>(
+    config: &RunConfiguration,
+    racks: impl Iterator<Item = &'a Rack>,
+) -> Result<(), EngineError> {
+    let Some(version) = single_version(config) else {
+        return Ok(());
+    };
+    rackflow_domain::bundle::check_one_version(version, racks.map(|r| r.model.as_deref()))
+        .map_err(EngineError::PlanInvalid)
+}
+
 /// Appended to the reference's candidate-limit error (whose code and text
 /// stay as they are): which setting raises the limit.
 pub const CANDIDATE_LIMIT_HINT: &str = " (the server's planner.max_candidate_targets, or \
@@ -89,13 +109,14 @@ impl RunManager {
     pub async fn preview(&self, run: &NewRun) -> Result<PlanPreview, EngineError> {
         let plan = self.plan(&run.configuration).await?;
         let ids: Vec<Uuid> = plan.targets.iter().map(|t| t.rack_id).collect();
-        let racks = self
+        let racks: HashMap<Uuid, Rack> = self
             .store
             .racks_get_many(&ids)
             .await?
             .into_iter()
             .map(|r| (r.id, r))
             .collect();
+        check_one_version(&run.configuration, racks.values())?;
         let first = &ids[..ids.len().min(PREVIEW_VERSION_RACKS)];
         let mut components: HashMap<Uuid, Vec<Component>> = HashMap::new();
         for c in self.store.components_of_racks_without_bmcs(first).await? {
@@ -113,6 +134,11 @@ impl RunManager {
     /// Plans the run and writes it with all its targets in one transaction.
     pub async fn create(&self, run: &NewRun) -> Result<Uuid, EngineError> {
         let plan = self.plan(&run.configuration).await?;
+        if single_version(&run.configuration).is_some() {
+            let ids: Vec<Uuid> = plan.targets.iter().map(|t| t.rack_id).collect();
+            let racks = self.store.racks_get_many(&ids).await?;
+            check_one_version(&run.configuration, racks.iter())?;
+        }
         let now = Utc::now();
         let id = Uuid::new_v4();
         let record = OperationRun {

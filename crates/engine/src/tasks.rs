@@ -451,6 +451,8 @@ impl TaskManager {
     /// A task on every rack the request's target resolves to.
     async fn submit_to_racks(self: &Arc<Self>, req: SubmitRequest) -> Result<Vec<Uuid>, TaskError> {
         let (explicit, racks, mut known_rack) = self.resolve_request(&req, None).await?;
+        let rack_ids: Vec<Uuid> = racks.iter().map(|r| r.rack_id).collect();
+        self.check_one_version(&req, &rack_ids).await?;
         let mut created = Vec::new();
         let mut first_error = None;
         for rack in racks {
@@ -478,6 +480,30 @@ impl TaskManager {
             (true, Some(e)) => Err(e),
             _ => Ok(created),
         }
+    }
+
+    /// Issue 31: a single `target_version` (no bundle, not
+    /// `same_version_for_all_models`) on racks of several models, or one
+    /// naming another model family, is refused before any task is written.
+    async fn check_one_version(
+        &self,
+        req: &SubmitRequest,
+        rack_ids: &[Uuid],
+    ) -> Result<(), TaskError> {
+        let Some(version) = req
+            .information
+            .firmware
+            .as_ref()
+            .and_then(rackflow_domain::run::FirmwarePayload::unchecked_single_version)
+        else {
+            return Ok(());
+        };
+        let racks = self.store.racks_get_many(rack_ids).await?;
+        rackflow_domain::bundle::check_one_version(
+            version,
+            racks.iter().map(|r| r.model.as_deref()),
+        )
+        .map_err(TaskError::Invalid)
     }
 
     async fn submit_rack(

@@ -29,6 +29,7 @@ both_stores!(
     a_bundle_upgrades_a_mixed_fleet_per_model_and_refuses_what_it_does_not_cover,
     the_preview_shows_what_each_rack_runs_now,
     an_operation_run_rolls_a_bundle_out_per_rack_model,
+    one_version_across_rack_models_is_refused_unless_meant,
 );
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -646,4 +647,150 @@ async fn an_operation_run_rolls_a_bundle_out_per_rack_model(backend: Backend) {
     let starts = firmware_starts(&mut sim).await;
     run_to_completion(&mut s, run("bundle-2")).await;
     assert_eq!(firmware_starts(&mut sim).await, starts, "no update sent");
+}
+
+/// Issue 31 item 3: one `target_version` for racks of several models (or a
+/// version of another model family) installs one model's image on the
+/// others: refused at submission — tasks, runs and previews — unless the
+/// request says it means it; the preview shows each rack's model and the
+/// version each type gets from a bundle.
+async fn one_version_across_rack_models_is_refused_unless_meant(backend: Backend) {
+    let Some((mut s, _sim)) = start(backend).await else {
+        return;
+    };
+    create_racks(&mut s, &[(1, "GB200 NVL72"), (2, "GB300 NVL72")]).await;
+    let both = |version: &str| pb::UpgradeFirmwareRequest {
+        target_spec: Some(racks(&[1, 2])),
+        target_version: Some(version.into()),
+        ..Default::default()
+    };
+    let err = s
+        .client
+        .upgrade_firmware(both("2.0.0"))
+        .await
+        .expect_err("one version for two models");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message().contains(
+            "one target_version (\"2.0.0\") for racks of 2 rack models (GB200 NVL72: 1 rack, \
+             GB300 NVL72: 1 rack)"
+        ) && err.message().contains("--bundle"),
+        "{err:?}"
+    );
+    let err = s
+        .client
+        .upgrade_firmware(pb::UpgradeFirmwareRequest {
+            target_spec: Some(racks(&[2])),
+            ..upgrade("gb200-fw-25.05.2")
+        })
+        .await
+        .expect_err("a GB200 image on a GB300 rack");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("is a GB200 image"), "{err:?}");
+    let tasks = s
+        .client
+        .list_tasks(pb::ListTasksRequest::default())
+        .await
+        .expect("ListTasks")
+        .into_inner();
+    assert_eq!(tasks.total, 0, "nothing submitted: {tasks:#?}");
+
+    // Meant: both racks get the one version.
+    let reply = s
+        .client
+        .upgrade_firmware(pb::UpgradeFirmwareRequest {
+            same_version_for_all_models: true,
+            ..both("2.0.0")
+        })
+        .await
+        .expect("one version, meant")
+        .into_inner();
+    assert_eq!(reply.task_ids.len(), 2, "{reply:?}");
+    for id in &reply.task_ids {
+        let t = finished(&mut s, Uuid::parse_str(&id.id).expect("uuid")).await;
+        assert_eq!(t.status, pb::TaskStatus::Completed as i32, "{t:#?}");
+    }
+
+    // Runs and previews: the same rule.
+    let run = |same: bool| {
+        let mut req = common::run_request("one-version", 100, "s", "o", 1);
+        common::upgrade(&mut req).same_version_for_all_models = same;
+        req
+    };
+    let err = s
+        .client
+        .create_operation_run(run(false))
+        .await
+        .expect_err("run with one version for two models");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("2 rack models"), "{err:?}");
+    let err = s
+        .extensions()
+        .preview_operation_run(run(false))
+        .await
+        .expect_err("preview of it");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    let preview = s
+        .extensions()
+        .preview_operation_run(run(true))
+        .await
+        .expect("meant")
+        .into_inner();
+    for t in &preview.targets {
+        assert!(
+            t.target_versions.iter().all(|v| v.version == "2.0.0") && !t.target_versions.is_empty(),
+            "{t:#?}"
+        );
+    }
+
+    // A bundle: each rack's model and its versions.
+    let mut req = run(false);
+    let upgrade = common::upgrade(&mut req);
+    upgrade.target_version = None;
+    upgrade.firmware_bundle = Some(pb::FirmwareBundle {
+        name: "b".into(),
+        entries: vec![
+            entry("GB200 NVL72", pb::ComponentType::Compute, "gb200-2"),
+            entry("GB300 NVL72", pb::ComponentType::Compute, "gb300-3"),
+            entry("GB300 NVL72", pb::ComponentType::Nvswitch, "nvsw-3"),
+        ],
+    });
+    let preview = s
+        .extensions()
+        .preview_operation_run(req)
+        .await
+        .expect("bundle preview")
+        .into_inner();
+    let planned = |n: u32| {
+        let t = preview
+            .targets
+            .iter()
+            .find(|t| t.rack_id == Some(uuid(fixture_id(n))))
+            .unwrap_or_else(|| panic!("rack {n} planned: {preview:#?}"));
+        let versions: Vec<(i32, String)> = t
+            .target_versions
+            .iter()
+            .map(|v| (v.component_type, v.version.clone()))
+            .collect();
+        (t.rack_model.clone(), versions)
+    };
+    let compute = pb::ComponentType::Compute as i32;
+    let switch = pb::ComponentType::Nvswitch as i32;
+    assert_eq!(
+        planned(1),
+        (
+            "GB200 NVL72".to_string(),
+            vec![(compute, "gb200-2".to_string())]
+        )
+    );
+    assert_eq!(
+        planned(2),
+        (
+            "GB300 NVL72".to_string(),
+            vec![
+                (compute, "gb300-3".to_string()),
+                (switch, "nvsw-3".to_string())
+            ]
+        )
+    );
 }

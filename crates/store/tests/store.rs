@@ -360,6 +360,7 @@ fn configuration(operation_type: &str, code: &str) -> RunConfiguration {
                     )
                     .unwrap(),
                 ),
+                same_version_for_all_models: true,
             },
         },
     }
@@ -3427,6 +3428,7 @@ async fn task_submit_inserts_rejects_and_dedupes(db: &Db) {
         override_version_check: true,
         authentication_data: Some(EncryptedSecret("v1:ciphertext".into())),
         bundle: None,
+        same_version_for_all_models: false,
     });
     first
         .components_by_type

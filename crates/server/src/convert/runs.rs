@@ -138,6 +138,7 @@ fn operation_template(op: Option<&pb::OperationRunOperation>) -> Checked<Operati
             override_readiness_check: fw.override_readiness_check,
             override_version_check: fw.override_version_check,
             authentication_data: None,
+            same_version_for_all_models: fw.same_version_for_all_models,
         },
     })
 }
@@ -887,6 +888,7 @@ pub fn configuration(config: &RunConfiguration) -> pb::OperationRunConfiguration
             .bundle
             .as_ref()
             .map(super::tasks::pb_firmware_bundle),
+        same_version_for_all_models: t.payload.same_version_for_all_models,
     };
     let filter = t
         .target_scope

@@ -142,6 +142,7 @@ pub fn upgrade_firmware(req: &pb::UpgradeFirmwareRequest) -> Checked<SubmitReque
         override_readiness_check: req.override_readiness_check,
         override_version_check: req.override_version_check,
         authentication_data: None,
+        same_version_for_all_models: req.same_version_for_all_models,
     };
     request(
         TaskType::FirmwareControl,

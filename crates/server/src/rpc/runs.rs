@@ -96,6 +96,18 @@ pub(crate) async fn preview(
                         .collect()
                     })
                     .unwrap_or_default(),
+                rack_model: rack.and_then(|r| r.model.clone()).unwrap_or_default(),
+                target_versions: rackflow_domain::bundle::versions_for_rack(
+                    &run.configuration.operation.payload,
+                    rack.and_then(|r| r.model.as_deref()),
+                    t.components_by_type.iter().map(|(ty, _)| ty),
+                )
+                .into_iter()
+                .map(|(ty, version)| pb::TargetVersion {
+                    component_type: ty as i32,
+                    version,
+                })
+                .collect(),
             }
         })
         .collect();
