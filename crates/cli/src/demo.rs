@@ -372,7 +372,7 @@ pub async fn run(args: &DemoArgs, output: OutputFormat) -> anyhow::Result<()> {
         firmware_update_ms: timings.firmware_update_ms,
         power_ms: timings.power_ms,
         jitter: JITTER,
-        faults: Vec::new(),
+        ..SimConfig::default()
     };
     let fleet_sim = SimFleet::new(sim.clone());
 

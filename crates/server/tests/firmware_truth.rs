@@ -30,6 +30,7 @@ both_stores!(
     the_preview_shows_what_each_rack_runs_now,
     an_operation_run_rolls_a_bundle_out_per_rack_model,
     one_version_across_rack_models_is_refused_unless_meant,
+    a_version_less_upgrade_records_the_installed_version_not_latest,
 );
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -793,4 +794,47 @@ async fn one_version_across_rack_models_is_refused_unless_meant(backend: Backend
             ]
         )
     );
+}
+
+/// Issue 31 item 4: an upgrade that names no version (or `latest`) records
+/// what the hardware reports it installed — the simulated manager's newest
+/// concrete version — never the word "latest".
+async fn a_version_less_upgrade_records_the_installed_version_not_latest(backend: Backend) {
+    let mut config = config();
+    config.sim.latest_firmware_version = "1.4.2".into();
+    let Some(mut s) = TestServer::start_with(backend, config).await else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 2).await;
+    for (rack_number, version) in [(1, None), (2, Some("latest"))] {
+        let id = submit_upgrade(
+            &mut s,
+            pb::UpgradeFirmwareRequest {
+                target_spec: Some(whole_rack(rack_number)),
+                target_version: version.map(str::to_string),
+                ..Default::default()
+            },
+        )
+        .await;
+        let t = finished(&mut s, id).await;
+        assert_eq!(t.status, pb::TaskStatus::Completed as i32, "{t:#?}");
+    }
+    let updated: Vec<pb::Component> = s
+        .client
+        .get_components(pb::GetComponentsRequest {
+            target_spec: Some(racks(&[1, 2])),
+            ..Default::default()
+        })
+        .await
+        .expect("GetComponents")
+        .into_inner()
+        .components
+        .into_iter()
+        .filter(|c| c.r#type != pb::ComponentType::Powershelf as i32)
+        .collect();
+    assert_eq!(updated.len(), 6, "compute and switch trays of both racks");
+    for c in &updated {
+        assert_eq!(c.firmware_version, "1.4.2", "{c:#?}");
+        assert!(c.firmware_observed_at.is_some(), "read back: {c:#?}");
+    }
 }

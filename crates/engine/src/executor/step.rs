@@ -1051,11 +1051,16 @@ impl FirmwareFailures {
 }
 
 /// The version an update installs, when its target names one: not empty
-/// (the manager's default) and not a JSON document (a per-type section
-/// that is itself an object describes more than one version).
+/// or `latest` (the manager's default, whose concrete version only the
+/// read-back tells) and not a JSON document (a per-type section that is
+/// itself an object describes more than one version).
 fn named_version(target: &str) -> Option<&str> {
     let target = target.trim();
-    if target.is_empty() || target.starts_with('{') || target.starts_with('[') {
+    if target.is_empty()
+        || target.eq_ignore_ascii_case("latest")
+        || target.starts_with('{')
+        || target.starts_with('[')
+    {
         None
     } else {
         Some(target)

@@ -21,8 +21,16 @@ pub struct SimConfig {
     pub power_ms: u64,
     /// Relative latency spread: each latency is `base × (1 ± jitter)`.
     pub jitter: f64,
+    /// The newest firmware the simulated manager has: what an update that
+    /// names no version (or `latest`) installs, and what it then reads
+    /// back — a concrete version, never the word "latest".
+    pub latest_firmware_version: String,
     pub faults: Vec<SimFault>,
 }
+
+/// Default of [`SimConfig::latest_firmware_version`]: one step above the
+/// version every simulated component starts at (1.0.0).
+pub const DEFAULT_LATEST_FIRMWARE_VERSION: &str = "1.1.0";
 
 impl Default for SimConfig {
     fn default() -> Self {
@@ -31,6 +39,7 @@ impl Default for SimConfig {
             firmware_update_ms: 2000,
             power_ms: 200,
             jitter: 0.2,
+            latest_firmware_version: DEFAULT_LATEST_FIRMWARE_VERSION.to_string(),
             faults: Vec::new(),
         }
     }

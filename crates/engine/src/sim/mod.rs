@@ -52,9 +52,7 @@ use config::CallKind;
 
 /// Firmware version of a component the seed map does not name.
 pub const DEFAULT_FIRMWARE_VERSION: &str = "1.0.0";
-/// Version installed by an update with an empty target (the manager's
-/// default).
-pub const LATEST_FIRMWARE_VERSION: &str = "latest";
+pub use config::DEFAULT_LATEST_FIRMWARE_VERSION;
 /// Call-log entries kept; older ones are dropped so a long demo stays small.
 const CALL_LOG_CAPACITY: usize = 10_000;
 /// Mixed into the PRNG counter for update durations.
@@ -518,10 +516,13 @@ impl FirmwareControl for SimFleet {
         if components.is_empty() {
             return Ok(());
         }
-        let target = if request.target_version.is_empty() {
-            LATEST_FIRMWARE_VERSION.to_string()
+        // No version (or "latest"): the newest image this manager has, as
+        // the concrete version it is — what the read-back then reports.
+        let requested = request.target_version.trim();
+        let target = if requested.is_empty() || requested.eq_ignore_ascii_case("latest") {
+            self.config.latest_firmware_version.clone()
         } else {
-            request.target_version.clone()
+            requested.to_string()
         };
         let plan = self.plan(
             "firmware_start",
