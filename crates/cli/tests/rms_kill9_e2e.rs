@@ -79,7 +79,6 @@ enabled = false
 address = "http://{}"
 poll_interval_ms = 50
 job_timeout_secs = 120
-version_entry = "package-derived"
 sync_on_start = true
 "#,
             rms.addr

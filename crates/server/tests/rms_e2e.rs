@@ -34,6 +34,7 @@ both_stores!(
     a_flow_restart_mid_flash_polls_the_same_rack_manager_jobs,
     sync_on_start_registers_the_inventory_with_the_rack_manager,
     validate_components_compares_the_inventory_with_the_rack_manager,
+    a_missing_firmware_image_fails_the_trays_at_once,
 );
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -218,9 +219,9 @@ fn task_id(reply: pb::SubmitTaskResponse) -> Uuid {
 
 async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend) {
     let rms = start_rms().await;
-    let mut config = flow_config(&rms, 30);
-    // The sim back end records a package-derived update under that name.
-    config.rms.version_entry = "package-derived".into();
+    // Defaults only (issue 31 item 5): a package-derived update lands on
+    // the BMC entry, which Flow's default version_entry reads back.
+    let config = flow_config(&rms, 30);
     let Some(mut flow) = TestServer::start_with(backend, config).await else {
         return;
     };
@@ -243,7 +244,7 @@ async fn firmware_upgrade_and_power_on_through_the_rack_manager(backend: Backend
     for (node, _) in &NODES[..3] {
         let firmware = rms.sim().node_firmware(RACK, node).expect("node touched");
         assert_eq!(
-            firmware.get("package-derived").map(String::as_str),
+            firmware.get("BMC").map(String::as_str),
             Some("2.0.0"),
             "{node}: {firmware:?}"
         );
@@ -291,8 +292,6 @@ async fn flow_drives_the_rack_manager_over_mtls(backend: Backend) {
     let mut config = flow_config(&rms, 30);
     config.rms.address = format!("https://{}", rms.addr);
     config.rms.tls = pki.client(FLOW);
-    // The sim back end records a package-derived update under that name.
-    config.rms.version_entry = "package-derived".into();
     let Some(mut flow) = TestServer::start_with(backend, config).await else {
         return;
     };
@@ -321,10 +320,7 @@ async fn flow_drives_the_rack_manager_over_mtls(backend: Backend) {
 /// and the versions read back.
 async fn a_flow_restart_mid_flash_polls_the_same_rack_manager_jobs(backend: Backend) {
     let rms = start_rms_flashing_for(None, 3_000).await;
-    let mut config = flow_config(&rms, 60);
-    // The sim back end keeps one version per target name; the update's
-    // target is package-derived.
-    config.rms.version_entry = "package-derived".into();
+    let config = flow_config(&rms, 60);
     let Some(mut flow) = TestServer::start_with(backend, config.clone()).await else {
         return;
     };
@@ -781,7 +777,6 @@ async fn a_job_this_process_did_not_start_is_polled_not_failed() {
         address: format!("http://{}", rms.addr),
         poll_interval_ms: 20,
         job_timeout_secs: 30,
-        version_entry: "package-derived".into(),
         ..RmsProviderConfig::default()
     };
     let tray = ComponentRef {
@@ -836,5 +831,47 @@ async fn a_job_this_process_did_not_start_is_polled_not_failed() {
         .filter(|c| c.call == "update_firmware")
         .count();
     assert_eq!(updates, 1, "the node was flashed once");
+    rms.stop().await;
+}
+
+/// Issue 31 item 5: the rack manager has no image for the version asked:
+/// the tray fails at once (no rounds of retries: a retry cannot make the
+/// file appear), and the task's message names the file and the rack
+/// manager's setting it belongs in.
+async fn a_missing_firmware_image_fails_the_trays_at_once(backend: Backend) {
+    let rms = start_rms().await;
+    let Some(mut flow) = TestServer::start_with(backend, flow_config(&rms, 30)).await else {
+        return;
+    };
+    fixture_fleet(&mut flow.client, 1).await;
+    let started = std::time::Instant::now();
+    let reply = flow
+        .client
+        .upgrade_firmware(pb::UpgradeFirmwareRequest {
+            target_spec: Some(whole_rack()),
+            target_version: Some("9.9.9".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("UpgradeFirmware")
+        .into_inner();
+    let id = task_id(reply);
+    let t = flow
+        .wait_task(id, "finished", DEADLINE, |t| t.finished_at.is_some())
+        .await;
+    let took = started.elapsed();
+    assert_eq!(t.status, pb::TaskStatus::Failed as i32, "{t:#?}");
+    for text in [
+        "firmware image compute-9.9.9.fwpkg is not in the rack manager's firmware directory",
+        "workflows.firmware_dir",
+        "r-0001-compute-00, r-0001-compute-01",
+    ] {
+        assert!(t.message.contains(text), "{text:?} not in {:?}", t.message);
+    }
+    assert!(
+        took < Duration::from_secs(8),
+        "a missing image must fail without retries; took {took:?}"
+    );
+    flow.stop().await;
     rms.stop().await;
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod doc_script;
 pub mod sim_log;
 
 use std::net::SocketAddr;

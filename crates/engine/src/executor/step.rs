@@ -17,7 +17,7 @@ use rackflow_domain::report::{ComponentOutcome, ComponentStatus};
 
 use super::RunContext;
 use crate::manager::{
-    ComponentRef, FirmwareRequest, FirmwareState, ManagerError, PowerOp, PowerState,
+    ComponentRef, FirmwareRequest, FirmwareState, ManagerError, PowerOp, PowerState, first_listed,
 };
 
 /// Why an attempt failed, and whether another attempt may help.
@@ -1019,10 +1019,6 @@ struct FirmwareFailures {
     unfinished: Vec<String>,
 }
 
-/// Items an error lists before "and N more" (version mismatches, held
-/// components; the rack manager's post-activation check lists as many).
-const LISTED_IN_ERRORS: usize = 5;
-
 impl FirmwareFailures {
     fn into_result(self) -> Result<(), ActionError> {
         let mut parts = Vec::new();
@@ -1158,21 +1154,6 @@ async fn wait_change_or(
         }
         None => sleep(poll_interval).await,
     }
-}
-
-/// The first [`LISTED_IN_ERRORS`] of `items` joined with `separator`,
-/// then `{more} N more` for the rest (the rack manager's style).
-fn first_listed<S: AsRef<str>>(items: &[S], separator: &str, more: &str) -> String {
-    let shown: Vec<&str> = items
-        .iter()
-        .take(LISTED_IN_ERRORS)
-        .map(AsRef::as_ref)
-        .collect();
-    let mut listed = shown.join(separator);
-    if items.len() > LISTED_IN_ERRORS {
-        listed.push_str(&format!("{more} {} more", items.len() - LISTED_IN_ERRORS));
-    }
-    listed
 }
 
 /// "1 component" / "3 components".

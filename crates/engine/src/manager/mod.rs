@@ -207,6 +207,30 @@ pub enum ManagerError {
         components: Vec<String>,
         message: String,
     },
+    /// The provider refused for a reason a retry cannot fix (a firmware
+    /// image missing from the rack manager): the step fails at once.
+    #[error("{call} refused: {message}")]
+    Refused { call: String, message: String },
+}
+
+/// Items an error lists before "and N more" (version mismatches, held
+/// components, trays without their firmware image; the rack manager's
+/// post-activation check lists as many).
+pub(crate) const LISTED_IN_ERRORS: usize = 5;
+
+/// The first [`LISTED_IN_ERRORS`] of `items` joined with `separator`,
+/// then `{more} N more` for the rest (the rack manager's style).
+pub(crate) fn first_listed<S: AsRef<str>>(items: &[S], separator: &str, more: &str) -> String {
+    let shown: Vec<&str> = items
+        .iter()
+        .take(LISTED_IN_ERRORS)
+        .map(AsRef::as_ref)
+        .collect();
+    let mut listed = shown.join(separator);
+    if items.len() > LISTED_IN_ERRORS {
+        listed.push_str(&format!("{more} {} more", items.len() - LISTED_IN_ERRORS));
+    }
+    listed
 }
 
 /// Turns components on, off or over.

@@ -31,7 +31,7 @@
 //! * installed versions: `GetNodeFirmwareInventory`, the entry of the
 //!   update's single sub-target or else `version_entry` (default `BMC`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -478,14 +478,18 @@ impl FirmwareControl for RmsManager {
     ) -> Result<(), ManagerError> {
         let mut failures = Vec::new();
         let mut messages = Vec::new();
+        // Image file → trays the rack manager has no such file for.
+        let mut missing: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for component in components {
+            let targets = self.firmware_targets(request, component);
+            let files: Vec<String> = targets.iter().map(|t| t.filename.clone()).collect();
             let resp = self
                 .client
                 .clone()
                 .update_firmware(pb::UpdateFirmwareRequest {
                     node_id: component.external_id.clone(),
                     rack_id: component.rack.clone(),
-                    firmware_targets: self.firmware_targets(request, component),
+                    firmware_targets: targets,
                     activate: self.config.activate,
                     force_update: request.override_version_check,
                     ..Default::default()
@@ -532,6 +536,16 @@ impl FirmwareControl for RmsManager {
                         );
                         self.spawn_poller(key(component), job_id.to_owned());
                     }
+                    None if resp.error_code == pb::FirmwareUpdateError::FileNotFound as i32 => {
+                        let file = files
+                            .into_iter()
+                            .find(|f| resp.message.contains(f.as_str()))
+                            .unwrap_or_else(|| resp.message.clone());
+                        missing
+                            .entry(file)
+                            .or_default()
+                            .push(component.external_id.clone());
+                    }
                     None => {
                         messages.push(format!("{}: {}", component.external_id, resp.message));
                         failures.push(component.external_id.clone());
@@ -543,12 +557,45 @@ impl FirmwareControl for RmsManager {
                 }
             }
         }
+        if !missing.is_empty() {
+            // Retrying cannot make a file appear: fail now, saying which
+            // file, where it belongs and which trays wait for it.
+            let mut message = missing_images(&missing);
+            if !messages.is_empty() {
+                message.push_str(&format!("; also: {}", messages.join("; ")));
+            }
+            return Err(ManagerError::Refused {
+                call: "UpdateFirmware".to_owned(),
+                message,
+            });
+        }
         if failures.is_empty() {
             Ok(())
         } else {
             Err(failed("UpdateFirmware", failures, messages.join("; ")))
         }
     }
+}
+
+/// `firmware image compute-2.0.0.fwpkg is not in the rack manager's
+/// firmware directory (workflows.firmware_dir of its rms.toml), needed by
+/// trays a, b, c, d, e and 3 more` — one clause per missing file.
+fn missing_images(missing: &BTreeMap<String, Vec<String>>) -> String {
+    missing
+        .iter()
+        .map(|(file, trays)| {
+            let mut trays = trays.clone();
+            trays.sort_unstable();
+            trays.dedup();
+            format!(
+                "firmware image {file} is not in the rack manager's firmware directory \
+                 (workflows.firmware_dir of its rms.toml), needed by {} {}",
+                if trays.len() == 1 { "tray" } else { "trays" },
+                super::first_listed(&trays, ", ", " and")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[async_trait]
@@ -806,6 +853,27 @@ mod tests {
             external_id: "node-7".into(),
             rack: "rack-a".into(),
         }
+    }
+
+    #[test]
+    fn a_missing_image_names_the_file_the_setting_and_five_trays() {
+        let trays: Vec<String> = (0..8).map(|i| format!("r-0001-compute-{i:02}")).collect();
+        let missing = BTreeMap::from([
+            ("compute-9.0.fwpkg".to_string(), trays),
+            (
+                "nvswitch-9.0.fwpkg".to_string(),
+                vec!["r-0001-nvswitch-00".to_string()],
+            ),
+        ]);
+        assert_eq!(
+            missing_images(&missing),
+            "firmware image compute-9.0.fwpkg is not in the rack manager's firmware directory \
+             (workflows.firmware_dir of its rms.toml), needed by trays r-0001-compute-00, \
+             r-0001-compute-01, r-0001-compute-02, r-0001-compute-03, r-0001-compute-04 and 3 \
+             more; firmware image nvswitch-9.0.fwpkg is not in the rack manager's firmware \
+             directory (workflows.firmware_dir of its rms.toml), needed by tray \
+             r-0001-nvswitch-00"
+        );
     }
 
     #[tokio::test]

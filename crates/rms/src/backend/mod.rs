@@ -151,6 +151,10 @@ pub struct FirmwareComponent {
     pub health: String,
 }
 
+/// Label of a firmware image target that names no component: the package
+/// decides what it updates.
+pub const PACKAGE_DERIVED: &str = "package-derived";
+
 /// One firmware image to apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FirmwareImage {

@@ -49,9 +49,9 @@ use crate::redfish::{
     TaskStatus, TransportKind,
 };
 
-/// The request target that lets the BMC pick components from the image
-/// (the service's label for a target-less request).
-const PACKAGE_DERIVED: &str = "package-derived";
+// The request target that lets the BMC pick components from the image
+// (the service's label for a target-less request).
+use super::PACKAGE_DERIVED;
 /// Cached clients beyond which the cache starts over (ephemeral nodes of
 /// batch requests would otherwise grow it without bound).
 const CACHE_CAPACITY: usize = 4096;

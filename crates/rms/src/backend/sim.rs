@@ -13,10 +13,11 @@
 //!   drawn from a PRNG seeded by `seed ^ hash(node, that node's call
 //!   counter)`, so the same seed and the same calls on a node give the same
 //!   latencies whatever the interleaving. Time is `tokio::time`.
-//! * A firmware update installs the image's file stem as the new version of
-//!   the component named by the image's target (`package-derived` when the
-//!   request named none). An image whose stem is already installed is
-//!   skipped unless forced.
+//! * A firmware update installs the image's version (its `version=` line,
+//!   else its file stem) on the component the request's target names; a
+//!   package-derived image (no target) on the component its `component=`
+//!   line names, else `BMC` (as the Redfish emulator). An image whose
+//!   version is already installed is skipped unless forced.
 //! * Faults (first match wins; `node_id = "*"` matches every node):
 //!   `fail` → the call returns an error (`Rejected`, or `TaskFailed` for a
 //!   firmware update, after the latency); `hang` → the call never returns
@@ -394,11 +395,21 @@ impl NodeBackend for SimBackend {
             format!("{}={file}", image.target),
             self.config.firmware_latency_ms,
         );
-        let version = version_of(&image.path);
-        let current = self.with_node(node, |n| n.firmware.get(&image.target).cloned());
+        let declared = ImageFields::read(&image.path);
+        let version = declared.version;
+        // A package-derived image updates what the package is for: the
+        // component its `component=` line names, the BMC without one — as
+        // the Redfish emulator does, so that Flow's default version entry
+        // (BMC) reads back what was installed.
+        let component = if image.target.is_empty() || image.target == super::PACKAGE_DERIVED {
+            declared.component
+        } else {
+            image.target.clone()
+        };
+        let current = self.with_node(node, |n| n.firmware.get(&component).cloned());
         if !image.force && current.flatten().as_deref() == Some(version.as_str()) {
             return Ok(FirmwareOutcome::Skipped {
-                reason: format!("{} already at version {version}", image.target),
+                reason: format!("{component} already at version {version}"),
             });
         }
         let task_id = {
@@ -430,12 +441,12 @@ impl NodeBackend for SimBackend {
         sleep(latency - latency / 2).await;
         if effect == Some(SimFaultEffect::Fail) {
             return Err(BackendError::TaskFailed(format!(
-                "sim fault: task {task_id} failed applying {file} to {} on node {}",
-                image.target, node.node_id
+                "sim fault: task {task_id} failed applying {file} to {component} on node {}",
+                node.node_id
             )));
         }
         self.with_node(node, |n| {
-            n.firmware.insert(image.target.clone(), version.clone());
+            n.firmware.insert(component.clone(), version.clone());
         });
         progress(FirmwareProgress {
             task_id: Some(task_id.clone()),
@@ -444,34 +455,47 @@ impl NodeBackend for SimBackend {
         });
         Ok(FirmwareOutcome::Completed {
             task_id: Some(task_id),
-            summary: format!("{} updated to {version}", image.target),
+            summary: format!("{component} updated to {version}"),
         })
     }
 }
 
-/// The version an image installs in the sim: the `version=` line of its
-/// first 4 KiB when it has one (the format of the Redfish emulator's
-/// firmware extension, `crates/testkit/sushy_fw.py`), else its file stem
-/// (`bmc-2.1.0.fwpkg` → `bmc-2.1.0`).
-fn version_of(path: &Path) -> String {
-    use std::io::Read;
-    let mut head = Vec::new();
-    let declared = std::fs::File::open(path)
-        .and_then(|f| f.take(4096).read_to_end(&mut head))
-        .ok()
-        .and_then(|_| {
-            String::from_utf8_lossy(&head).lines().find_map(|l| {
-                l.trim()
-                    .strip_prefix("version=")
-                    .map(|v| v.trim().to_owned())
-            })
-        })
-        .filter(|v| !v.is_empty());
-    declared.unwrap_or_else(|| {
-        path.file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    })
+/// The component a package-derived image without a `component=` line
+/// updates.
+const DEFAULT_PACKAGE_COMPONENT: &str = "BMC";
+
+/// What an image declares in its first 4 KiB, in the format of the Redfish
+/// emulator's firmware extension (`crates/testkit/sushy_fw.py`): a
+/// `version=` line (else the file stem is the version: `bmc-2.1.0.fwpkg` →
+/// `bmc-2.1.0`) and a `component=` line (else BMC), which a
+/// package-derived update installs on.
+struct ImageFields {
+    version: String,
+    component: String,
+}
+
+impl ImageFields {
+    fn read(path: &Path) -> ImageFields {
+        use std::io::Read;
+        let mut head = Vec::new();
+        let text = std::fs::File::open(path)
+            .and_then(|f| f.take(4096).read_to_end(&mut head))
+            .map(|_| String::from_utf8_lossy(&head).into_owned())
+            .unwrap_or_default();
+        let field = |key: &str| {
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix(key).map(|v| v.trim().to_owned()))
+                .filter(|v| !v.is_empty())
+        };
+        ImageFields {
+            version: field("version=").unwrap_or_else(|| {
+                path.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            }),
+            component: field("component=").unwrap_or_else(|| DEFAULT_PACKAGE_COMPONENT.to_owned()),
+        }
+    }
 }
 
 /// `base_ms × (1 ± jitter)` with the sign and size taken from `draw`.

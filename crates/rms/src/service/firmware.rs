@@ -20,8 +20,7 @@ use crate::backend::{
 };
 use crate::job::{JobError, JobFailure, JobTracker, JobType, RmsJobHandle};
 
-/// Label of a target that names no component.
-pub const PACKAGE_DERIVED: &str = "package-derived";
+pub use crate::backend::PACKAGE_DERIVED;
 /// Most characters of a failure summary (spec §3.3).
 const SUMMARY_LIMIT: usize = 1200;
 
