@@ -30,6 +30,11 @@ impl ServerAddress {
         }
     }
 
+    /// The TLS files given with the address.
+    pub fn tls(&self) -> &ClientTlsFiles {
+        &self.tls
+    }
+
     /// A plaintext (or system-roots `https://`) address without files.
     pub fn plain(url: impl Into<String>) -> Self {
         ServerAddress::new(url, ClientTlsFiles::default())

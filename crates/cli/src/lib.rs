@@ -17,6 +17,7 @@ pub mod client;
 pub mod component;
 pub mod control;
 pub mod demo;
+pub mod diagnose;
 pub mod drift;
 pub mod fleet;
 pub mod ops;
@@ -328,7 +329,28 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         },
     );
     let output = cli.output;
-    match cli.command {
+    // Commands whose failures are about `server` (not the embedded one of
+    // `demo`, nor the rack manager `rms` talks to).
+    let talks_to_server = !matches!(
+        cli.command,
+        Command::Serve(_)
+            | Command::Demo(_)
+            | Command::Rms(_)
+            | Command::Fleet(FleetCommand::Generate { .. })
+    );
+    let result = run_command(cli.command, server, output).await;
+    match result {
+        Err(err) if talks_to_server => Err(diagnose::diagnose(server, err).await),
+        other => other,
+    }
+}
+
+async fn run_command(
+    command: Command,
+    server: &client::ServerAddress,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    match command {
         Command::Serve(args) => serve::run(&args).await,
         Command::Demo(args) => demo::run(&args, output).await,
         Command::Fleet(FleetCommand::Generate { racks, seed }) => fleet::run_generate(racks, seed),

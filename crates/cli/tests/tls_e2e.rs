@@ -311,3 +311,73 @@ fn audit_mode_lets_a_stranger_through_and_logs_it() {
         "{line}"
     );
 }
+
+/// Issue 31 item 6: connection errors say what to do — plaintext against a
+/// TLS server, TLS without a client certificate against mTLS, TLS against a
+/// plaintext server — and ask whether `rackflow serve` runs only when no
+/// TCP connection could be made.
+#[test]
+fn connection_errors_say_what_to_do() {
+    const NOT_RUNNING: &str = "is `rackflow serve` running?";
+    let pki = TestPki::new("cli-diagnose");
+    let addr = free_addr();
+    let _server = Serve::start(addr, &config(&pki, "enforce"));
+
+    let plain = rackflow_within(
+        DEADLINE,
+        None,
+        &["--server", &format!("http://{addr}"), "version"],
+    );
+    assert_eq!(plain.code, Some(1), "{}", plain.stderr);
+    assert!(
+        plain.stderr.contains(&format!(
+            "the server at {addr} speaks TLS: use https://{addr}"
+        )),
+        "{}",
+        plain.stderr
+    );
+    assert!(!plain.stderr.contains(NOT_RUNNING), "{}", plain.stderr);
+
+    let anonymous = as_client(addr, &pki.anonymous_client(), &["version"]);
+    assert_eq!(anonymous.code, Some(1), "{}", anonymous.stderr);
+    assert!(
+        anonymous.stderr.contains(&format!(
+            "the server at {addr} requires a client certificate"
+        )) && anonymous.stderr.contains("--tls-cert")
+            && anonymous.stderr.contains("--tls-key"),
+        "{}",
+        anonymous.stderr
+    );
+    assert!(
+        !anonymous.stderr.contains(NOT_RUNNING),
+        "{}",
+        anonymous.stderr
+    );
+
+    // TLS against a plaintext server.
+    let plain_addr = free_addr();
+    let plain_config = temp_path("plain.toml");
+    std::fs::write(&plain_config, "").expect("write config");
+    let _plain_server = ServeChild::start(
+        plain_addr,
+        Some(&temp_path("plain.db")),
+        &plain_config,
+        "info",
+        &temp_path("plain.log"),
+    );
+    let tls_to_plain = as_client(plain_addr, &pki.client(VIEWER), &["version"]);
+    assert_eq!(tls_to_plain.code, Some(1), "{}", tls_to_plain.stderr);
+    assert!(
+        tls_to_plain
+            .stderr
+            .contains(&format!("does not speak TLS: use http://{plain_addr}")),
+        "{}",
+        tls_to_plain.stderr
+    );
+
+    // Nothing listens: the one case for the question.
+    let nobody = free_addr();
+    let refused = rackflow_within(DEADLINE, Some(nobody), &["version"]);
+    assert_eq!(refused.code, Some(1), "{}", refused.stderr);
+    assert!(refused.stderr.contains(NOT_RUNNING), "{}", refused.stderr);
+}
