@@ -402,16 +402,16 @@ pub async fn run(args: &DemoArgs, output: OutputFormat) -> anyhow::Result<()> {
 
     let table = output == OutputFormat::Table;
     if table {
-        crate::outln!(
+        crate::outln_wrapped!(
             "rackflow demo: a canary firmware rollout over {} simulated racks, in this one process",
             args.racks
         );
         crate::outln!();
-        crate::outln!(
+        crate::outln_wrapped!(
             "server:    {addr} (in-process; logs go to {})",
             log.display()
         );
-        crate::outln!(
+        crate::outln_wrapped!(
             "database:  {}{}",
             db.display(),
             if temporary {
@@ -531,7 +531,7 @@ async fn demo(
         if !imported.skipped.is_empty() {
             line.push_str(&format!(" ({} already there)", imported.skipped.len()));
         }
-        crate::outln!("{line}");
+        crate::outln_wrapped!("{line}");
     }
 
     // The rule the children run.
@@ -555,7 +555,7 @@ async fn demo(
         .and_then(|u| uuid::Uuid::parse_str(&u.id).ok())
         .context("the server answered without a rule id")?;
     if table {
-        crate::outln!(
+        crate::outln_wrapped!(
             "rule:      firmware upgrade, compute trays then NVLink switch trays, status polled every {}ms",
             timings.poll_interval.as_millis()
         );
@@ -576,12 +576,12 @@ async fn demo(
     fleet_sim.set_faults(faulty.iter().map(|(rack, _)| fault_for(rack)).collect());
     if table {
         let sizes: Vec<String> = preview.phase_sizes.iter().map(i32::to_string).collect();
-        crate::outln!(
+        crate::outln_wrapped!(
             "hardware:  simulated; a firmware update takes ~{:.1}s per component type (±20%), seed {}",
             timings.firmware_update_ms as f64 / 1000.0,
             args.seed
         );
-        crate::outln!(
+        crate::outln_wrapped!(
             "faults:    compute tray {FAULTY_TRAY:02} fails its update on {}",
             faulty
                 .iter()
@@ -589,7 +589,7 @@ async fn demo(
                 .collect::<Vec<_>>()
                 .join(" and ")
         );
-        crate::outln!(
+        crate::outln_wrapped!(
             "rollout:   {} racks in {} phases ({}), {MAX_CONCURRENT} at a time; pauses if {GATE_RATE}% \
              of the racks so far or {GATE_COUNT} racks fail; phase gates advanced by this demo",
             preview.targets.len(),
@@ -607,7 +607,7 @@ async fn demo(
         .and_then(|u| uuid::Uuid::parse_str(&u.id).ok())
         .context("the server answered without a run id")?;
     if table {
-        crate::outln!("run:       {id}");
+        crate::outln_wrapped!("run:       {id}");
         crate::outln!();
     }
 

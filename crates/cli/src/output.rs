@@ -43,6 +43,129 @@ macro_rules! outln {
     };
 }
 
+/// Columns text is wrapped to when stdout is not a terminal (or its width
+/// cannot be read).
+pub const DEFAULT_WIDTH: usize = 80;
+
+/// The terminal's width when stdout is one, else `COLUMNS`, else
+/// [`DEFAULT_WIDTH`].
+pub fn output_width() -> usize {
+    terminal_size::terminal_size_of(io::stdout())
+        .map(|(terminal_size::Width(w), _)| usize::from(w))
+        .or_else(|| std::env::var("COLUMNS").ok()?.trim().parse().ok())
+        .filter(|w| *w >= 20)
+        .unwrap_or(DEFAULT_WIDTH)
+}
+
+/// Wraps every line of `text` longer than `width` columns at blanks. A
+/// word is never split — an id or a command stays whole and copyable even
+/// when it alone is wider than the line — and continuation lines are
+/// indented under the text of a `Label:   text` line (else by four).
+pub fn wrap_lines(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    for line in text.split_inclusive('\n') {
+        let (body, newline) = match line.strip_suffix('\n') {
+            Some(body) => (body, "\n"),
+            None => (line, ""),
+        };
+        out.push_str(&wrap_line(body, width));
+        out.push_str(newline);
+    }
+    out
+}
+
+fn wrap_line(line: &str, width: usize) -> String {
+    if line.chars().count() <= width {
+        return line.to_string();
+    }
+    // A label column (`Note:     `) or the line's own indent stays as is.
+    let (head_chars, indent) = hanging_indent(line);
+    let split = line
+        .char_indices()
+        .nth(head_chars)
+        .map_or(line.len(), |(i, _)| i);
+    let (head, body) = line.split_at(split);
+    let mut out = head.to_string();
+    let mut column = head_chars;
+    let mut empty = true;
+    for word in body.split(' ').filter(|w| !w.is_empty()) {
+        let word_width = word.chars().count();
+        if !empty && column + 1 + word_width > width {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            column = indent;
+            empty = true;
+        }
+        if !empty {
+            out.push(' ');
+            column += 1;
+        }
+        out.push_str(word);
+        column += word_width;
+        empty = false;
+    }
+    out
+}
+
+/// `label` then `command`, wrapped at blanks to `width` columns with a
+/// shell line continuation (` \\`) at each break, continuation lines
+/// indented under the command: copied whole, it still runs as one command.
+pub fn wrap_command(label: &str, command: &str, width: usize) -> String {
+    let indent = label.chars().count();
+    let mut out = label.to_string();
+    let mut column = indent;
+    let mut empty = true;
+    for word in command.split(' ').filter(|w| !w.is_empty()) {
+        let word_width = word.chars().count();
+        // Room for the word and, should another follow, " \".
+        if !empty && column + 1 + word_width + 2 > width {
+            out.push_str(" \\\n");
+            out.push_str(&" ".repeat(indent + 2));
+            column = indent + 2;
+            empty = true;
+        }
+        if !empty {
+            out.push(' ');
+            column += 1;
+        }
+        out.push_str(word);
+        column += word_width;
+        empty = false;
+    }
+    out
+}
+
+/// The head kept as written and where continuation lines start, in
+/// columns: `Label:   text` (a first word ending in `:`, then blanks) keeps
+/// its label column and continues under the text;
+/// any other line keeps its own indent and continues two columns further
+/// in (four for an unindented line).
+fn hanging_indent(line: &str) -> (usize, usize) {
+    let leading = line.chars().take_while(|c| *c == ' ').count();
+    let trimmed = &line[leading..];
+    if let Some(colon) = trimmed.find(':')
+        && !trimmed[..colon].contains(' ')
+        && trimmed[colon + 1..].starts_with(' ')
+        && let Some(after) = trimmed[colon + 1..].find(|c: char| c != ' ')
+    {
+        let column = leading + trimmed[..colon + 1 + after].chars().count();
+        return (column, column);
+    }
+    (leading, if leading > 0 { leading + 2 } else { 4 })
+}
+
+/// [`outln!`] wrapped at the output's width ([`wrap_lines`]): for prose
+/// lines that may run long (the demo's banner).
+#[macro_export]
+macro_rules! outln_wrapped {
+    ($($arg:tt)*) => {
+        $crate::output::write_out(&$crate::output::wrap_lines(
+            &format!("{}\n", format_args!($($arg)*)),
+            $crate::output::output_width(),
+        ))
+    };
+}
+
 /// Writes `value` as pretty JSON followed by a newline.
 pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     let mut text = serde_json::to_string_pretty(value)?;
@@ -184,6 +307,45 @@ pub fn or_dash(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_lines_wrap_at_blanks_never_inside_a_word() {
+        let id = "3f2a9c1e-0b7d-4e55-9a61-2d8f6c0b9e11";
+        let note = format!(
+            "Note:     failed targets keep counting: the gate trips again on the next pass \
+             unless its cause is fixed; `rackflow run cancel {id}` stops the run\n"
+        );
+        let wrapped = wrap_lines(&note, 80);
+        for line in wrapped.lines() {
+            assert!(line.chars().count() <= 80, "{line:?}");
+        }
+        assert!(wrapped.contains(id), "the id stays whole:\n{wrapped}");
+        assert!(wrapped.ends_with('\n'));
+        assert_eq!(
+            wrapped.split_whitespace().collect::<Vec<_>>(),
+            note.split_whitespace().collect::<Vec<_>>(),
+            "no word lost"
+        );
+        // Continuations start under the label's text.
+        for line in wrapped.lines().skip(1) {
+            assert!(
+                line.starts_with("          ") && !line.starts_with("           "),
+                "{line:?}"
+            );
+        }
+        // Short lines, and a word wider than the line, stay as they are.
+        assert_eq!(wrap_lines("Status:   running\n", 80), "Status:   running\n");
+        let long = "x".repeat(100);
+        assert_eq!(
+            wrap_lines(&format!("a {long}"), 80),
+            format!("a\n    {long}")
+        );
+        // Unlabelled lines continue four columns in.
+        assert_eq!(
+            wrap_lines("rollout of many racks in phases", 12),
+            "rollout of\n    many\n    racks in\n    phases"
+        );
+    }
 
     #[test]
     fn table_aligns_columns_without_trailing_blanks() {

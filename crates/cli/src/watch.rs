@@ -25,7 +25,9 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::client::{self, Flow};
-use crate::output::{OutputFormat, Table, print_json, write_out};
+use crate::output::{
+    OutputFormat, Table, output_width, print_json, wrap_command, wrap_lines, write_out,
+};
 use crate::run::RunSummaryView;
 
 /// Exit code of `run watch --exit-on-pause` when the run paused (1 is a run
@@ -103,6 +105,10 @@ pub struct PauseHelp {
     pub why: String,
     /// The exact command that continues the run.
     pub command: String,
+    /// The exact command that stops it, where stopping is the likely
+    /// alternative (a tripped safety gate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -197,27 +203,32 @@ pub fn pause_help(run: &RunSummaryView, current_phase: i32, prefix: &str) -> Opt
                 "{prefix} run advance {id} --expected-phase {}",
                 current_phase + 1
             ),
+            cancel: None,
             note: None,
         },
         "operator_paused" => PauseHelp {
             reason: run.reason.clone(),
             why: "paused by an operator (targets already submitted keep running)".to_string(),
             command: resume,
+            cancel: None,
             note: None,
         },
         "safety_gate" => PauseHelp {
             reason: run.reason.clone(),
             why: message,
             command: resume,
-            note: Some(format!(
+            cancel: Some(format!("{prefix} run cancel {id}")),
+            note: Some(
                 "failed targets keep counting: the gate trips again on the next pass unless \
-                 its cause is fixed; `{prefix} run cancel {id}` stops the run"
-            )),
+                 its cause is fixed, or cancel the run"
+                    .to_string(),
+            ),
         },
         "conflict_retry_timeout" => PauseHelp {
             reason: run.reason.clone(),
             why: message,
             command: resume,
+            cancel: None,
             note: Some(
                 "finish or cancel the task that holds the rack first, or the run pauses again"
                     .to_string(),
@@ -227,6 +238,7 @@ pub fn pause_help(run: &RunSummaryView, current_phase: i32, prefix: &str) -> Opt
             reason: run.reason.clone(),
             why: message,
             command: resume,
+            cancel: None,
             note: None,
         },
     };
@@ -493,9 +505,34 @@ pub fn render_frame(s: &Snapshot) -> String {
         out.push('\n');
         out.push_str(&format!("Paused:   {}\n", help.why));
         out.push_str(&format!("Continue: {}\n", help.command));
+        if let Some(cancel) = &help.cancel {
+            out.push_str(&format!("Cancel:   {cancel}\n"));
+        }
         if let Some(note) = &help.note {
             out.push_str(&format!("Note:     {note}\n"));
         }
+    }
+    out
+}
+
+/// Labels of the frame's lines that hold a command to copy.
+const COMMAND_LABELS: [&str; 2] = ["Continue: ", "Cancel:   "];
+
+/// [`render_frame`] for a terminal `width` columns wide: long lines wrapped
+/// at blanks (the frame is drawn without the terminal's auto-wrap, which
+/// would otherwise cut them), a command wrapped with shell continuations
+/// so that it still pastes as one command.
+pub fn render_frame_at(s: &Snapshot, width: usize) -> String {
+    let mut out = String::new();
+    for line in render_frame(s).lines() {
+        let command = COMMAND_LABELS
+            .iter()
+            .find_map(|label| Some((*label, line.strip_prefix(label)?)));
+        match command {
+            Some((label, command)) => out.push_str(&wrap_command(label, command, width)),
+            None => out.push_str(&wrap_lines(line, width)),
+        }
+        out.push('\n');
     }
     out
 }
@@ -564,6 +601,9 @@ pub fn change_lines(prev: Option<&Snapshot>, next: &Snapshot) -> Vec<String> {
     {
         lines.push(format!("paused: {}", help.why));
         lines.push(format!("continue with: {}", help.command));
+        if let Some(cancel) = &help.cancel {
+            lines.push(format!("or cancel with: {cancel}"));
+        }
         if let Some(note) = &help.note {
             lines.push(format!("note: {note}"));
         }
@@ -662,7 +702,7 @@ impl Watcher {
                 if *lines > 0 {
                     out.push_str(&format!("\x1b[{lines}F\x1b[J"));
                 }
-                out.push_str(line);
+                out.push_str(&wrap_lines(line, output_width()));
                 out.push('\n');
                 out.push_str(NO_WRAP);
                 out.push_str(frame);
@@ -686,7 +726,9 @@ impl Watcher {
     fn show(&mut self, snapshot: &Snapshot) {
         match &mut self.display {
             Display::Tty { frame, lines } => {
-                let next = render_frame(snapshot);
+                // Wrapped, not cut: the terminal draws the frame without
+                // auto-wrap, and a printed command must keep its id.
+                let next = render_frame_at(snapshot, output_width());
                 if next != *frame {
                     let mut out = String::new();
                     if *lines > 0 {

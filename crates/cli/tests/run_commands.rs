@@ -13,7 +13,7 @@ use rackflow_cli::demo::{self, Timings};
 use rackflow_cli::run::RunSummaryView;
 use rackflow_cli::watch::{
     PhaseProgress, Snapshot, bar, build_snapshot, change_lines, command_prefix, pause_help,
-    phase_progress, render_frame,
+    phase_progress, render_frame, render_frame_at,
 };
 use rackflow_cli::{Cli, Command, RunCommand};
 
@@ -531,4 +531,69 @@ fn snapshots_follow_the_message_and_describe_changes() {
         last.status_line(),
         format!("run {ID} completed_with_failures: operation run completed with failed targets")
     );
+}
+
+/// Issue 31 item 9: the live view draws its frame without the terminal's
+/// auto-wrap, so a line longer than the terminal was cut — the safety
+/// gate's note lost the end of its `run cancel <id>`. The frame is wrapped
+/// at the width instead: no line over 80 columns, prose wrapped at blanks,
+/// each command on its own line, broken (if at all) with shell
+/// continuations so that it still pastes as one command.
+#[test]
+fn a_paused_frame_at_80_columns_keeps_every_command_whole() {
+    use v1::OperationRunStatus as St;
+    use v1::OperationRunStatusReason as R;
+    use v1::OperationRunTargetStatus as S;
+    let tripped = wire_run(
+        St::Paused,
+        R::SafetyGate,
+        "failure_rate safety gate tripped for cumulative: 2/4 targets failed (50%, threshold 50%)",
+        1,
+    );
+    for prefix in [
+        "rackflow",
+        "rackflow --server flow.example.org:50051 --tls-ca /etc/rackflow/tls/ca.pem",
+    ] {
+        let snapshot = build_snapshot(
+            &tripped,
+            &[
+                target("a", 0, 0, S::Completed),
+                target("b", 1, 1, S::Failed),
+            ],
+            Some(&[1, 2]),
+            prefix,
+        );
+        let raw = render_frame(&snapshot);
+        assert!(
+            raw.lines().any(|l| l.chars().count() > 80),
+            "the unwrapped frame has a line over 80 columns: {raw}"
+        );
+        let frame = render_frame_at(&snapshot, 80);
+        for line in frame.lines() {
+            assert!(line.chars().count() <= 80, "{line:?}\n{frame}");
+        }
+        // Continuations joined, each command is one line again.
+        let joined = frame.replace(" \\\n", " ");
+        let joined: Vec<String> = joined
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
+        for command in [
+            format!("Continue: {prefix} run resume {ID}"),
+            format!("Cancel: {prefix} run cancel {ID}"),
+        ] {
+            assert!(
+                joined.contains(&command),
+                "{command:?} not whole in:\n{frame}"
+            );
+        }
+        assert_eq!(
+            frame
+                .replace(" \\\n", " ")
+                .split_whitespace()
+                .collect::<Vec<_>>(),
+            raw.split_whitespace().collect::<Vec<_>>(),
+            "nothing lost or changed but line breaks"
+        );
+    }
 }
