@@ -64,6 +64,8 @@ fn transport_text(message: &str) -> bool {
         "alert",
         "broken pipe",
         "reset",
+        // hyper's words for a request whose connection went away.
+        "operation was canceled",
     ]
     .iter()
     .any(|w| message.contains(w))
@@ -129,7 +131,14 @@ async fn advice(server: &ServerAddress, chain: &str) -> Option<String> {
         });
     }
     drop(stream);
-    let lower = chain.to_ascii_lowercase();
+    let mut lower = chain.to_ascii_lowercase();
+    if !TLS_WORDS.iter().any(|w| lower.contains(w)) {
+        // The session ended without the reason reaching the failed call (a
+        // TLS alert that arrives after the request was sent surfaces as
+        // "operation was canceled"): ask once more, on a new connection.
+        lower.push(' ');
+        lower.push_str(&second_opinion(server).await.to_ascii_lowercase());
+    }
     let has_cert = server.tls().cert.is_some();
     if lower.contains("certificaterequired") || (lower.contains("handshakefailure") && !has_cert) {
         return Some(format!(
@@ -165,8 +174,44 @@ async fn advice(server: &ServerAddress, chain: &str) -> Option<String> {
     {
         return Some(format!("{here} does not speak TLS: use http://{authority}"));
     }
+    if !has_cert {
+        // Nothing named, no certificate sent, and the session ended before
+        // an answer: what an mTLS server does to a client without one.
+        return Some(format!(
+            "{here} ended the TLS session before answering, as a server that requires a \
+             client certificate does: pass --tls-cert CLIENT.pem --tls-key CLIENT.key (a \
+             certificate signed by the server's client_ca; see docs/security.md)"
+        ));
+    }
     (lower.contains("tls") || lower.contains("alert") || lower.contains("certificate"))
         .then(|| format!("{here} accepted the connection, but the TLS session failed"))
+}
+
+/// Words of the transport's error that say what went wrong with TLS.
+const TLS_WORDS: [&str; 9] = [
+    "certificaterequired",
+    "handshakefailure",
+    "unknownca",
+    "badcertificate",
+    "certificateunknown",
+    "unknownissuer",
+    "invalid peer certificate",
+    "invalidcontenttype",
+    "corrupt message",
+];
+
+/// The error of one `Version` call on a new connection (empty when it
+/// succeeds or takes too long).
+async fn second_opinion(server: &ServerAddress) -> String {
+    let call = async {
+        let mut flow = crate::client::connect(server).await?;
+        flow.version(rackflow_api::v1::VersionRequest {}).await?;
+        anyhow::Ok(())
+    };
+    match tokio::time::timeout(PROBE_TIMEOUT, call).await {
+        Ok(Err(err)) => chain_text(&err),
+        _ => String::new(),
+    }
 }
 
 /// `(is https, host:port)` of the server's address.

@@ -85,43 +85,33 @@ fn wrap_line(line: &str, width: usize) -> String {
         .nth(head_chars)
         .map_or(line.len(), |(i, _)| i);
     let (head, body) = line.split_at(split);
-    let mut out = head.to_string();
-    let mut column = head_chars;
-    let mut empty = true;
-    for word in body.split(' ').filter(|w| !w.is_empty()) {
-        let word_width = word.chars().count();
-        if !empty && column + 1 + word_width > width {
-            out.push('\n');
-            out.push_str(&" ".repeat(indent));
-            column = indent;
-            empty = true;
-        }
-        if !empty {
-            out.push(' ');
-            column += 1;
-        }
-        out.push_str(word);
-        column += word_width;
-        empty = false;
-    }
-    out
+    fill(head, body, width, indent, "")
 }
 
 /// `label` then `command`, wrapped at blanks to `width` columns with a
-/// shell line continuation (` \\`) at each break, continuation lines
+/// shell line continuation (a trailing ` \`) at each break, continuation lines
 /// indented under the command: copied whole, it still runs as one command.
 pub fn wrap_command(label: &str, command: &str, width: usize) -> String {
-    let indent = label.chars().count();
-    let mut out = label.to_string();
-    let mut column = indent;
+    let indent = label.chars().count() + 2;
+    fill(label, command, width, indent, " \\")
+}
+
+/// `head`, then the words of `body` one blank apart, a line break (after
+/// `marker`, which the line leaves room for) before a word that would pass
+/// `width` columns, continuation lines `indent` columns in. A word is never
+/// split, even one wider than the line.
+fn fill(head: &str, body: &str, width: usize, indent: usize, marker: &str) -> String {
+    let reserve = marker.chars().count();
+    let mut out = head.to_string();
+    let mut column = head.chars().count();
     let mut empty = true;
-    for word in command.split(' ').filter(|w| !w.is_empty()) {
+    for word in body.split(' ').filter(|w| !w.is_empty()) {
         let word_width = word.chars().count();
-        // Room for the word and, should another follow, " \".
-        if !empty && column + 1 + word_width + 2 > width {
-            out.push_str(" \\\n");
-            out.push_str(&" ".repeat(indent + 2));
-            column = indent + 2;
+        if !empty && column + 1 + word_width + reserve > width {
+            out.push_str(marker);
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            column = indent;
             empty = true;
         }
         if !empty {

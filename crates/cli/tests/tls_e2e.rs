@@ -341,9 +341,9 @@ fn connection_errors_say_what_to_do() {
     let anonymous = as_client(addr, &pki.anonymous_client(), &["version"]);
     assert_eq!(anonymous.code, Some(1), "{}", anonymous.stderr);
     assert!(
-        anonymous.stderr.contains(&format!(
-            "the server at {addr} requires a client certificate"
-        )) && anonymous.stderr.contains("--tls-cert")
+        anonymous.stderr.contains(&format!("the server at {addr} "))
+            && anonymous.stderr.contains("requires a client certificate")
+            && anonymous.stderr.contains("--tls-cert")
             && anonymous.stderr.contains("--tls-key"),
         "{}",
         anonymous.stderr

@@ -94,6 +94,19 @@ async fn components(s: &mut TestServer) -> Vec<pb::Component> {
         .components
 }
 
+/// The components of fixture racks `ns`.
+async fn components_of(s: &mut TestServer, ns: &[u32]) -> Vec<pb::Component> {
+    s.client
+        .get_components(pb::GetComponentsRequest {
+            target_spec: Some(racks(ns)),
+            ..Default::default()
+        })
+        .await
+        .expect("GetComponents")
+        .into_inner()
+        .components
+}
+
 fn named<'a>(components: &'a [pb::Component], id: &str) -> &'a pb::Component {
     components
         .iter()
@@ -487,16 +500,7 @@ async fn a_bundle_upgrades_a_mixed_fleet_per_model_and_refuses_what_it_does_not_
         let t = finished(&mut s, Uuid::parse_str(&t.id).expect("id")).await;
         assert_eq!(t.status, pb::TaskStatus::Completed as i32, "{t:#?}");
     }
-    let components = s
-        .client
-        .get_components(pb::GetComponentsRequest {
-            target_spec: Some(racks(&[1, 2])),
-            ..Default::default()
-        })
-        .await
-        .expect("GetComponents")
-        .into_inner()
-        .components;
+    let components = components_of(&mut s, &[1, 2]).await;
     let want = |ext: &str| match ext {
         e if e.starts_with("r-0001-compute") => "gb200-fw-25.05.2",
         e if e.starts_with("r-0001-nvswitch") => "nvsw-gb200-1.14",
@@ -616,16 +620,7 @@ async fn an_operation_run_rolls_a_bundle_out_per_rack_model(backend: Backend) {
         req
     };
     run_to_completion(&mut s, run("bundle-1")).await;
-    let components = s
-        .client
-        .get_components(pb::GetComponentsRequest {
-            target_spec: Some(racks(&[1, 2])),
-            ..Default::default()
-        })
-        .await
-        .expect("GetComponents")
-        .into_inner()
-        .components;
+    let components = components_of(&mut s, &[1, 2]).await;
     assert_eq!(components.len(), 8);
     let rack_one = uuid(fixture_id(1));
     for c in &components {
@@ -819,16 +814,8 @@ async fn a_version_less_upgrade_records_the_installed_version_not_latest(backend
         let t = finished(&mut s, id).await;
         assert_eq!(t.status, pb::TaskStatus::Completed as i32, "{t:#?}");
     }
-    let updated: Vec<pb::Component> = s
-        .client
-        .get_components(pb::GetComponentsRequest {
-            target_spec: Some(racks(&[1, 2])),
-            ..Default::default()
-        })
+    let updated: Vec<pb::Component> = components_of(&mut s, &[1, 2])
         .await
-        .expect("GetComponents")
-        .into_inner()
-        .components
         .into_iter()
         .filter(|c| c.r#type != pb::ComponentType::Powershelf as i32)
         .collect();
