@@ -336,14 +336,10 @@ const REFERENCE_FLOW_RPCS: &[(&str, &str, &str)] = &[
 /// Reference RPCs rackflow does not implement yet: absent from `v1.Flow`
 /// (a client gets UNIMPLEMENTED) until the issue that adds them.
 const NOT_YET_IMPLEMENTED: &[&str] = &[
-    "PatchRack",
-    "PurgeRack",
     "BringUpRack",
     "IngestRack",
     "DecommissionRack",
     "ACPowerCycleRack",
-    "DeleteComponent",
-    "PurgeComponent",
     "CreateNVLDomain",
     "AttachRacksToNVLDomain",
     "DetachRacksFromNVLDomain",

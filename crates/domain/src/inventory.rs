@@ -45,6 +45,30 @@ impl Rack {
     }
 }
 
+/// An NVLink domain: racks sharing one NVLink fabric, named as a target
+/// kind of operations (its member racks are the racks whose
+/// `nvl_domain_id` names it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvlDomain {
+    pub id: Uuid,
+    /// Unique when set.
+    pub name: Option<String>,
+    /// The domain's id in the external inventory; unique when set.
+    pub external_id: Option<String>,
+    /// The NMX-C cluster managing the fabric, when known.
+    pub nmxc_cluster_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+impl NvlDomain {
+    /// How messages name the domain: its name, else its id.
+    pub fn label(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.id.to_string())
+    }
+}
+
 /// Type of a BMC. Numeric values are the wire enum values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BmcType {

@@ -82,6 +82,10 @@ pub enum EngineError {
     /// The component manager's inventory could not be read.
     #[error("read the component manager's inventory: {0}")]
     InventorySource(String),
+    /// An inventory change the row's state does not allow (a purge before
+    /// the delete, a purge while tasks run).
+    #[error("{0}")]
+    InventoryState(String),
     #[error(transparent)]
     Store(#[from] rackflow_store::StoreError),
 }

@@ -15,7 +15,8 @@ use rackflow_domain::task::Task;
 use uuid::Uuid;
 
 use rackflow_store::{
-    ComponentFilterQuery, ComponentPatch, RackFilter, RackImport, Store, TaskFilter,
+    ComponentFilterQuery, ComponentPatch, PurgeOutcome, RackFilter, RackImport, RackPatch, Store,
+    TaskFilter,
 };
 
 use crate::error::EngineError;
@@ -464,6 +465,68 @@ impl InventoryManager {
         Ok(())
     }
 
+    /// Patches a rack's name, description and location; answers the report
+    /// of what changed (a JSON document: `{"rack_id", "changed": {field:
+    /// {"from", "to"}}}`; `changed` is empty when the patch changed
+    /// nothing).
+    pub async fn patch_rack(&self, id: Uuid, patch: &RackPatch) -> Result<String, EngineError> {
+        let (before, after) = self
+            .store
+            .rack_patch(id, patch)
+            .await?
+            .ok_or_else(|| EngineError::RackNotFound(id.to_string()))?;
+        let report = rack_patch_report(&before, &after);
+        tracing::info!(rack_id = %id, report = %report, "rack patched");
+        Ok(report)
+    }
+
+    /// Deletes a soft-deleted rack for good (its components, tasks, rule
+    /// associations and schedule scopes with it): its external id and
+    /// (manufacturer, serial number) can be used again.
+    pub async fn purge_rack(&self, id: Uuid) -> Result<(), EngineError> {
+        match self.store.rack_purge(id).await? {
+            PurgeOutcome::Purged => {
+                tracing::info!(rack_id = %id, "rack purged");
+                Ok(())
+            }
+            PurgeOutcome::NotFound => Err(EngineError::RackNotFound(id.to_string())),
+            PurgeOutcome::NotDeleted => Err(EngineError::InventoryState(format!(
+                "rack {id} is not deleted: only a deleted rack can be purged (DeleteRack first)"
+            ))),
+            PurgeOutcome::Busy(tasks) => Err(EngineError::InventoryState(format!(
+                "rack {id} still has {tasks} unfinished task(s): cancel them or let them end \
+                 before purging"
+            ))),
+        }
+    }
+
+    /// Soft-deletes a component: hidden from lookups, listings and targets
+    /// until purged.
+    pub async fn delete_component(&self, id: Uuid) -> Result<(), EngineError> {
+        if !self.store.component_soft_delete(id).await? {
+            return Err(EngineError::ComponentNotFound(id));
+        }
+        tracing::info!(component_id = %id, "component deleted");
+        Ok(())
+    }
+
+    /// Deletes a soft-deleted component for good.
+    pub async fn purge_component(&self, id: Uuid) -> Result<(), EngineError> {
+        match self.store.component_purge(id).await? {
+            PurgeOutcome::Purged => {
+                tracing::info!(component_id = %id, "component purged");
+                Ok(())
+            }
+            PurgeOutcome::NotFound => Err(EngineError::ComponentNotFound(id)),
+            PurgeOutcome::NotDeleted | PurgeOutcome::Busy(_) => {
+                Err(EngineError::InventoryState(format!(
+                    "component {id} is not deleted: only a deleted component can be purged \
+                     (DeleteComponent first)"
+                )))
+            }
+        }
+    }
+
     /// A page of components and the filtered total. A rack target narrows
     /// to the rack (resolved as task submission and planning resolve it)
     /// and adds its component types to the filter.
@@ -567,5 +630,76 @@ impl InventoryManager {
             RackRef::ExternalId(text) => (self.store.rack_get_by_external_id(text).await?, text),
         };
         found.ok_or_else(|| EngineError::RackNotFound(text.clone()))
+    }
+}
+
+/// PatchRack's report: the rack and, per changed field, its value before
+/// and after.
+fn rack_patch_report(before: &Rack, after: &Rack) -> String {
+    let mut changed = serde_json::Map::new();
+    let mut field = |name: &str, from: serde_json::Value, to: serde_json::Value| {
+        if from != to {
+            changed.insert(
+                name.to_string(),
+                serde_json::json!({"from": from, "to": to}),
+            );
+        }
+    };
+    field(
+        "name",
+        before.name.clone().into(),
+        after.name.clone().into(),
+    );
+    field(
+        "description",
+        before.description.clone().into(),
+        after.description.clone().into(),
+    );
+    let location = |l: &rackflow_domain::inventory::Location| {
+        serde_json::to_value(l).unwrap_or(serde_json::Value::Null)
+    };
+    field(
+        "location",
+        location(&before.location),
+        location(&after.location),
+    );
+    serde_json::json!({"rack_id": after.id.to_string(), "changed": changed}).to_string()
+}
+
+#[cfg(test)]
+mod patch_report_tests {
+    use super::*;
+
+    #[test]
+    fn the_report_names_each_changed_field_with_both_values() {
+        let before = Rack {
+            id: Uuid::nil(),
+            name: "a".into(),
+            manufacturer: "NVIDIA".into(),
+            model: None,
+            serial_number: "s".into(),
+            description: Some("old".into()),
+            location: Default::default(),
+            external_id: None,
+            nvl_domain_id: None,
+            created_at: chrono::Utc::now(),
+            updated_at: chrono::Utc::now(),
+            deleted_at: None,
+        };
+        let mut after = before.clone();
+        after.name = "b".into();
+        after.location.room = "r1".into();
+        let report: serde_json::Value =
+            serde_json::from_str(&rack_patch_report(&before, &after)).unwrap();
+        assert_eq!(report["rack_id"], Uuid::nil().to_string());
+        assert_eq!(
+            report["changed"]["name"],
+            serde_json::json!({"from": "a", "to": "b"})
+        );
+        assert_eq!(report["changed"]["location"]["to"]["room"], "r1");
+        assert!(report["changed"].get("description").is_none());
+        let same: serde_json::Value =
+            serde_json::from_str(&rack_patch_report(&before, &before)).unwrap();
+        assert_eq!(same["changed"], serde_json::json!({}));
     }
 }

@@ -25,8 +25,9 @@ pub mod tasks;
 /// depends on the store crate itself.
 pub mod store {
     pub use rackflow_store::{
-        AuditFilter, ComponentFilterQuery, ComponentPatch, DbTarget, RackFilter, RackImport,
-        ResealOutcome, ScheduleFilter, Store, StoreError, TaskFilter, open_store,
+        AuditFilter, ComponentFilterQuery, ComponentPatch, DbTarget, PurgeOutcome, RackFilter,
+        RackImport, RackPatch, ResealOutcome, ScheduleFilter, Store, StoreError, TaskFilter,
+        open_store,
     };
 }
 

@@ -131,6 +131,9 @@ macro_rules! audited_plain {
 audited_plain!(
     pb::CreateExpectedRackRequest => [],
     pb::DeleteRackRequest => [id],
+    pb::PurgeRackRequest => [id],
+    pb::DeleteComponentRequest => [id],
+    pb::PurgeComponentRequest => [id],
     pb::AddComponentRequest => [],
     pb::PatchComponentRequest => [id],
     pb::PowerOnRackRequest => [rule_id],
@@ -152,6 +155,17 @@ audited_plain!(
     pb::RemoveTaskScheduleScopeRequest => [scope_id],
     pb::UpdateTaskScheduleScopeRequest => [schedule_id],
 );
+
+impl AuditedRequest for pb::PatchRackRequest {
+    fn subject_ids(&self) -> Vec<String> {
+        id_text(
+            self.rack
+                .as_ref()
+                .and_then(|r| r.info.as_ref())
+                .and_then(|i| i.id.as_ref()),
+        )
+    }
+}
 
 /// Run controls: the run they name.
 macro_rules! audited_control {
@@ -227,6 +241,10 @@ impl AuditedRequest for pb::CreateTaskScheduleRequest {
 impl AuditedReply for () {}
 impl AuditedReply for pb::OperationRun {}
 impl AuditedReply for pb::DeleteRackResponse {}
+impl AuditedReply for pb::PatchRackResponse {}
+impl AuditedReply for pb::PurgeRackResponse {}
+impl AuditedReply for pb::DeleteComponentResponse {}
+impl AuditedReply for pb::PurgeComponentResponse {}
 impl AuditedReply for pb::PatchComponentResponse {}
 impl AuditedReply for pb::CancelTaskResponse {}
 impl AuditedReply for pb::UpdateTaskScheduleScopeResponse {}

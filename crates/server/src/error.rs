@@ -59,7 +59,8 @@ fn engine_code(err: &EngineError) -> Code {
         | EngineError::Control(_)
         | EngineError::NoDataKey
         | EngineError::NoInventorySource
-        | EngineError::Drift(_) => Code::FailedPrecondition,
+        | EngineError::Drift(_)
+        | EngineError::InventoryState(_) => Code::FailedPrecondition,
         EngineError::InventorySource(_) => Code::Unavailable,
         EngineError::StatsGap { .. } => Code::Internal,
         EngineError::Task(t) => task_code(t),

@@ -141,6 +141,40 @@ impl Flow for FlowService {
         .await
     }
 
+    async fn patch_rack(&self, req: Request<pb::PatchRackRequest>) -> Reply<pb::PatchRackResponse> {
+        self.audited("v1.Flow/PatchRack", req, |q, _| {
+            rpc::inventory::patch_rack(&self.inventory, q)
+        })
+        .await
+    }
+
+    async fn purge_rack(&self, req: Request<pb::PurgeRackRequest>) -> Reply<pb::PurgeRackResponse> {
+        self.audited("v1.Flow/PurgeRack", req, |q, _| {
+            rpc::inventory::purge_rack(&self.inventory, q)
+        })
+        .await
+    }
+
+    async fn delete_component(
+        &self,
+        req: Request<pb::DeleteComponentRequest>,
+    ) -> Reply<pb::DeleteComponentResponse> {
+        self.audited("v1.Flow/DeleteComponent", req, |q, _| {
+            rpc::inventory::delete_component(&self.inventory, q)
+        })
+        .await
+    }
+
+    async fn purge_component(
+        &self,
+        req: Request<pb::PurgeComponentRequest>,
+    ) -> Reply<pb::PurgeComponentResponse> {
+        self.audited("v1.Flow/PurgeComponent", req, |q, _| {
+            rpc::inventory::purge_component(&self.inventory, q)
+        })
+        .await
+    }
+
     async fn get_components(
         &self,
         req: Request<pb::GetComponentsRequest>,

@@ -19,6 +19,9 @@ both_stores!(
     components_add_list_patch,
     version_health_and_reflection,
     lookups_by_serial_and_component_id,
+    rack_patch_reports_what_changed,
+    delete_purge_and_reimport_a_rack,
+    components_delete_and_purge,
 );
 
 async fn racks_create_get_list_delete(backend: Backend) {
@@ -738,4 +741,302 @@ async fn lookups_by_serial_and_component_id(backend: Backend) {
         .await
         .expect_err("deleted rack");
     assert_eq!(err.code(), Code::NotFound);
+}
+
+fn rack_id_of(reply: pb::CreateExpectedRackResponse) -> pb::Uuid {
+    reply.id.expect("id")
+}
+
+type Client = common::FlowClient<tonic::transport::Channel>;
+
+async fn total_racks(c: &mut Client) -> i32 {
+    c.get_list_of_racks(pb::GetListOfRacksRequest::default())
+        .await
+        .expect("list")
+        .into_inner()
+        .total
+}
+
+/// Issue 32 item 1: PatchRack changes name, description and location and
+/// answers a JSON report of what changed; the rest of the message is left
+/// alone; bad input and unknown racks are refused without a write.
+async fn rack_patch_reports_what_changed(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    let c = &mut s.client;
+    let id = rack_id_of(
+        c.create_expected_rack(pb::CreateExpectedRackRequest {
+            rack: Some(rack(1, None, 1)),
+        })
+        .await
+        .expect("create")
+        .into_inner(),
+    );
+    let before = c
+        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
+            id: Some(id.clone()),
+            with_components: false,
+        })
+        .await
+        .expect("get")
+        .into_inner()
+        .rack
+        .expect("rack");
+    let mut patched = before.clone();
+    let info = patched.info.as_mut().expect("info");
+    info.name = "rack-renamed".into();
+    info.description = Some("moved to hall B".into());
+    info.manufacturer = "ignored".into();
+    patched.location = Some(pb::Location {
+        region: "eu".into(),
+        datacenter: "dc2".into(),
+        room: "B".into(),
+        position: "7".into(),
+    });
+    let report = c
+        .patch_rack(pb::PatchRackRequest {
+            rack: Some(patched),
+        })
+        .await
+        .expect("patch")
+        .into_inner()
+        .report;
+    let report: serde_json::Value = serde_json::from_str(&report).expect("JSON report");
+    assert_eq!(report["rack_id"], id.id);
+    assert_eq!(
+        report["changed"]["name"]["from"],
+        before.info.as_ref().unwrap().name
+    );
+    assert_eq!(report["changed"]["name"]["to"], "rack-renamed");
+    assert_eq!(report["changed"]["description"]["to"], "moved to hall B");
+    assert_eq!(report["changed"]["location"]["to"]["datacenter"], "dc2");
+    assert!(report["changed"].get("manufacturer").is_none(), "{report}");
+    let after = c
+        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
+            id: Some(id.clone()),
+            with_components: false,
+        })
+        .await
+        .expect("get")
+        .into_inner()
+        .rack
+        .expect("rack");
+    let info = after.info.as_ref().unwrap();
+    assert_eq!(info.name, "rack-renamed");
+    assert_eq!(
+        info.manufacturer,
+        before.info.as_ref().unwrap().manufacturer
+    );
+    assert_eq!(after.location.as_ref().unwrap().room, "B");
+
+    // The same patch again changes nothing and says so.
+    let again = c
+        .patch_rack(pb::PatchRackRequest {
+            rack: Some(after.clone()),
+        })
+        .await
+        .expect("patch again")
+        .into_inner()
+        .report;
+    let again: serde_json::Value = serde_json::from_str(&again).unwrap();
+    assert_eq!(again["changed"], serde_json::json!({}));
+
+    // Refusals.
+    let err = c
+        .patch_rack(pb::PatchRackRequest { rack: None })
+        .await
+        .expect_err("no rack");
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::InvalidArgument, "rack is required")
+    );
+    let err = c
+        .patch_rack(pb::PatchRackRequest {
+            rack: Some(pb::Rack::default()),
+        })
+        .await
+        .expect_err("no id");
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::InvalidArgument, "rack.info.id is required")
+    );
+    let missing = Uuid::new_v4();
+    let err = c
+        .patch_rack(pb::PatchRackRequest {
+            rack: Some(pb::Rack {
+                info: Some(pb::DeviceInfo {
+                    id: Some(uuid(missing)),
+                    name: "x".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect_err("unknown rack");
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert!(err.message().contains(&missing.to_string()), "{err:?}");
+}
+
+/// Issue 32 item 1: purge only follows a delete (before it: refused,
+/// nothing changed); a second purge is NotFound; a deleted rack keeps its
+/// external id reserved until purged; after the purge the same external id
+/// imports again.
+async fn delete_purge_and_reimport_a_rack(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    let c = &mut s.client;
+    let id = rack_id_of(
+        c.create_expected_rack(pb::CreateExpectedRackRequest {
+            rack: Some(rack(1, None, 2)),
+        })
+        .await
+        .expect("create")
+        .into_inner(),
+    );
+    let err = c
+        .purge_rack(pb::PurgeRackRequest {
+            id: Some(id.clone()),
+        })
+        .await
+        .expect_err("purge before delete");
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("DeleteRack first"), "{err:?}");
+    assert_eq!(total_racks(c).await, 1, "the refused purge changed nothing");
+
+    c.delete_rack(pb::DeleteRackRequest {
+        id: Some(id.clone()),
+    })
+    .await
+    .expect("delete");
+    // Deleted but not purged: its external id is still taken.
+    let err = c
+        .create_expected_rack(pb::CreateExpectedRackRequest {
+            rack: Some(rack(1, None, 2)),
+        })
+        .await
+        .expect_err("external id still reserved");
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+
+    c.purge_rack(pb::PurgeRackRequest {
+        id: Some(id.clone()),
+    })
+    .await
+    .expect("purge");
+    let err = c
+        .purge_rack(pb::PurgeRackRequest { id: Some(id) })
+        .await
+        .expect_err("second purge");
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let err = c
+        .purge_rack(pb::PurgeRackRequest { id: None })
+        .await
+        .expect_err("no id");
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::InvalidArgument, "rack id is required")
+    );
+
+    // Re-import under the same external id (and serial number).
+    c.create_expected_rack(pb::CreateExpectedRackRequest {
+        rack: Some(rack(1, None, 2)),
+    })
+    .await
+    .expect("re-import after purge");
+    assert_eq!(total_racks(c).await, 1);
+}
+
+/// Issue 32 item 1: DeleteComponent hides a component from lookups and
+/// listings; purge only follows a delete; a second purge is NotFound.
+async fn components_delete_and_purge(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    let c = &mut s.client;
+    let rack_id = rack_id_of(
+        c.create_expected_rack(pb::CreateExpectedRackRequest {
+            rack: Some(rack(1, None, 2)),
+        })
+        .await
+        .expect("create")
+        .into_inner(),
+    );
+    let list = |c: &mut Client| {
+        let mut c = c.clone();
+        let rack_id = rack_id.clone();
+        async move {
+            c.get_components(pb::GetComponentsRequest {
+                target_spec: Some(pb::OperationTargetSpec {
+                    targets: Some(pb::operation_target_spec::Targets::Racks(pb::RackTargets {
+                        targets: vec![pb::RackTarget {
+                            identifier: Some(pb::rack_target::Identifier::Id(rack_id)),
+                            component_types: Vec::new(),
+                        }],
+                    })),
+                }),
+                ..Default::default()
+            })
+            .await
+            .expect("components")
+            .into_inner()
+        }
+    };
+    let before = list(c).await;
+    let victim = before.components[0]
+        .info
+        .as_ref()
+        .unwrap()
+        .id
+        .clone()
+        .unwrap();
+    let err = c
+        .purge_component(pb::PurgeComponentRequest {
+            id: Some(victim.clone()),
+        })
+        .await
+        .expect_err("purge before delete");
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("DeleteComponent first"), "{err:?}");
+
+    c.delete_component(pb::DeleteComponentRequest {
+        id: Some(victim.clone()),
+    })
+    .await
+    .expect("delete");
+    let after = list(c).await;
+    assert_eq!(after.total, before.total - 1);
+    assert!(
+        after
+            .components
+            .iter()
+            .all(|x| x.info.as_ref().unwrap().id.as_ref() != Some(&victim))
+    );
+    let err = c
+        .get_component_info_by_id(pb::GetComponentInfoByIdRequest {
+            id: Some(victim.clone()),
+            with_rack: false,
+        })
+        .await
+        .expect_err("hidden from lookups");
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let err = c
+        .delete_component(pb::DeleteComponentRequest {
+            id: Some(victim.clone()),
+        })
+        .await
+        .expect_err("second delete");
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+
+    c.purge_component(pb::PurgeComponentRequest {
+        id: Some(victim.clone()),
+    })
+    .await
+    .expect("purge");
+    let err = c
+        .purge_component(pb::PurgeComponentRequest { id: Some(victim) })
+        .await
+        .expect_err("second purge");
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
 }

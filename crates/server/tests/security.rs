@@ -60,9 +60,13 @@ fn expected_role(path: &str) -> Role {
     let (service, method) = path[1..].split_once('/').expect("path");
     const ADMIN_RPCS: &[&str] = &[
         "CreateExpectedRack",
+        "PatchRack",
         "DeleteRack",
+        "PurgeRack",
         "AddComponent",
         "PatchComponent",
+        "DeleteComponent",
+        "PurgeComponent",
         "ImportRacks",
         "CreateOperationRule",
         "UpdateOperationRule",

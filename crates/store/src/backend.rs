@@ -8,18 +8,20 @@
 //! [`sqlx_backend!`].
 
 use async_trait::async_trait;
-use rackflow_domain::inventory::{Component, Observation, OperationalState, Rack};
+use rackflow_domain::inventory::{Component, NvlDomain, Observation, OperationalState, Rack};
 use rackflow_domain::rule::{OperationRule, RackRuleAssociation, RuleDefinition};
-use rackflow_domain::run::{OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery};
+use rackflow_domain::run::{
+    NameQuery, OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery,
+};
 use rackflow_domain::task::{Task, TaskStatus, TaskType};
 use uuid::Uuid;
 
 use crate::sql::{RowReader, Sql};
 use crate::{
-    AuditFilter, CancelFeed, ComponentFilterQuery, ComponentPatch, LockMode, RackFilter,
-    RackImport, RunLock, ScheduleFilter, ScheduleLock, Store, StoreResult, SubmitDecision,
-    SubmitOutcome, TaskFilter, TaskLease, TaskTransition, TaskUpdate, audit, inventory, rules,
-    runs, schedules, secrets, tasks,
+    AuditFilter, CancelFeed, ComponentFilterQuery, ComponentPatch, LockMode, PurgeOutcome,
+    RackFilter, RackImport, RackPatch, RunLock, ScheduleFilter, ScheduleLock, Store, StoreResult,
+    SubmitDecision, SubmitOutcome, TaskFilter, TaskLease, TaskTransition, TaskUpdate, audit,
+    inventory, rules, runs, schedules, secrets, tasks,
 };
 
 /// An open transaction; dropping it without [`Txn::commit`] rolls back
@@ -250,6 +252,45 @@ macro_rules! sqlx_backend {
 
 pub(crate) use sqlx_backend;
 
+/// The condition of a `StringQueryInfo` on `column` (operation-runs §4.6,
+/// with decision D6: several wildcard patterns with `use_or` mean "any
+/// pattern matches", so the OR group is parenthesised): none without a
+/// pattern; one pattern is equality, or LIKE when wildcard; several are IN,
+/// or LIKEs joined by AND (OR with `use_or`). Patterns are deduplicated,
+/// and many LIKEs join as a balanced tree ([`crate::sql::balanced_join`]:
+/// SQLite refuses an expression deeper than 1,000). `column` is a constant
+/// of the caller, never request text.
+pub(crate) fn text_condition<B: Backend>(
+    sql: &mut Sql,
+    column: &str,
+    query: &NameQuery,
+) -> Option<String> {
+    let patterns: Vec<&str> = query
+        .patterns
+        .iter()
+        .map(String::as_str)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    match patterns.as_slice() {
+        [] => None,
+        [one] if query.is_wildcard => Some(B::like(sql, column, &NameQuery::like_pattern(one))),
+        [one] => Some(format!("{column} = {}", sql.bind(*one))),
+        many if !query.is_wildcard => Some(format!(
+            "{column} IN {}",
+            sql.bind_list(many.iter().copied())
+        )),
+        many => {
+            let likes: Vec<String> = many
+                .iter()
+                .map(|p| B::like(sql, column, &NameQuery::like_pattern(p)))
+                .collect();
+            let joiner = if query.use_or { "OR" } else { "AND" };
+            Some(crate::sql::balanced_join(&likes, joiner))
+        }
+    }
+}
+
 #[async_trait]
 impl<B: Backend> Store for B {
     fn dialect(&self) -> &'static str {
@@ -302,6 +343,62 @@ impl<B: Backend> Store for B {
 
     async fn rack_soft_delete(&self, id: Uuid) -> StoreResult<bool> {
         inventory::rack_soft_delete(self, id).await
+    }
+
+    async fn rack_patch(&self, id: Uuid, patch: &RackPatch) -> StoreResult<Option<(Rack, Rack)>> {
+        inventory::rack_patch(self, id, patch).await
+    }
+
+    async fn rack_purge(&self, id: Uuid) -> StoreResult<PurgeOutcome> {
+        inventory::rack_purge(self, id).await
+    }
+
+    async fn racks_of_nvl_domains(&self, domain_ids: &[Uuid]) -> StoreResult<Vec<Rack>> {
+        inventory::racks_of_nvl_domains(self, domain_ids).await
+    }
+
+    async fn racks_set_nvl_domain(
+        &self,
+        rack_ids: &[Uuid],
+        domain_id: Option<Uuid>,
+    ) -> StoreResult<u64> {
+        inventory::racks_set_nvl_domain(self, rack_ids, domain_id).await
+    }
+
+    async fn nvl_domain_create(&self, domain: &NvlDomain) -> StoreResult<()> {
+        inventory::nvl_domain_create(self, domain).await
+    }
+
+    async fn nvl_domain_get(&self, id: Uuid) -> StoreResult<Option<NvlDomain>> {
+        inventory::nvl_domain_get(self, "id", id).await
+    }
+
+    async fn nvl_domain_get_by_name(&self, name: &str) -> StoreResult<Option<NvlDomain>> {
+        inventory::nvl_domain_get(self, "name", name).await
+    }
+
+    async fn nvl_domain_get_by_external_id(
+        &self,
+        external_id: &str,
+    ) -> StoreResult<Option<NvlDomain>> {
+        inventory::nvl_domain_get(self, "external_id", external_id).await
+    }
+
+    async fn nvl_domain_list(
+        &self,
+        name: &NameQuery,
+        descending: bool,
+        page: Page,
+    ) -> StoreResult<(Vec<NvlDomain>, i64)> {
+        inventory::nvl_domain_list(self, name, descending, page).await
+    }
+
+    async fn component_soft_delete(&self, id: Uuid) -> StoreResult<bool> {
+        inventory::component_soft_delete(self, id).await
+    }
+
+    async fn component_purge(&self, id: Uuid) -> StoreResult<PurgeOutcome> {
+        inventory::component_purge(self, id).await
     }
 
     async fn component_create(&self, component: &Component) -> StoreResult<()> {

@@ -15,19 +15,21 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentType;
 use rackflow_domain::inventory::{
-    Bmc, BmcType, Component, Observation, OperationalState, OperationalStatus, Position, Rack,
-    normalize_mac,
+    Bmc, BmcType, Component, NvlDomain, Observation, OperationalState, OperationalStatus, Position,
+    Rack, normalize_mac,
 };
-use rackflow_domain::run::Page;
+use rackflow_domain::run::{NameQuery, Page};
 use uuid::Uuid;
 
-use crate::backend::{Backend, Txn, fetch_count};
+use crate::backend::{Backend, Txn, fetch_count, text_condition};
 use crate::sql::{
     Conditions, ID_CHUNK, RowReader, Sql, UniqueKey, non_empty, now, opt_non_empty, to_json,
     write_error,
 };
+use crate::tasks::UNFINISHED;
 use crate::{
-    ComponentFilterQuery, ComponentPatch, RackFilter, RackImport, StoreError, StoreResult,
+    ComponentFilterQuery, ComponentPatch, ListOrder, PurgeOutcome, RackFilter, RackImport,
+    RackPatch, StoreError, StoreResult, TextFilter,
 };
 
 const RACK_COLUMNS: &str = "id, name, manufacturer, serial_number, model, description, location, \
@@ -47,6 +49,40 @@ const COMPONENT_COLUMNS: &str = "id, rack_id, type, name, manufacturer, model, s
 /// Unassigned components (NULL rack) sort last in both dialects; PostgreSQL
 /// alone would put NULLs last and SQLite first.
 const COMPONENT_ORDER: &str = "(rack_id IS NULL), rack_id, type, slot_id, tray_index, name, id";
+
+const NVL_DOMAIN_COLUMNS: &str =
+    "id, name, external_id, nmxc_cluster_id, created_at, updated_at, deleted_at";
+
+/// Adds the conditions of a listing's text filters (each AND'ed).
+fn add_text_filters<B: Backend>(cond: &mut Conditions, filters: &[TextFilter]) {
+    for filter in filters {
+        if let Some(c) = text_condition::<B>(&mut cond.sql, filter.column.column(), &filter.query) {
+            cond.add(c);
+        }
+    }
+}
+
+/// `ORDER BY` text of a listing's explicit order: the column, then id (so
+/// pages are stable), NULLs first in both dialects as SQLite has them.
+fn order_clause(order: ListOrder) -> String {
+    let column = order.column.column();
+    let direction = if order.descending { "DESC" } else { "ASC" };
+    // PostgreSQL puts NULLs last ascending; `(col IS NOT NULL)` sorts them
+    // first in both dialects (and last descending, as SQLite does).
+    format!("({column} IS NOT NULL) {direction}, {column} {direction}, id ASC")
+}
+
+fn nvl_domain_from_row(row: &impl RowReader) -> StoreResult<NvlDomain> {
+    Ok(NvlDomain {
+        id: row.uuid("id")?,
+        name: row.opt_text("name")?,
+        external_id: row.opt_text("external_id")?,
+        nmxc_cluster_id: row.opt_text("nmxc_cluster_id")?,
+        created_at: row.ts("created_at")?,
+        updated_at: row.ts("updated_at")?,
+        deleted_at: row.opt_ts("deleted_at")?,
+    })
+}
 
 fn rack_from_row(row: &impl RowReader) -> StoreResult<Rack> {
     Ok(Rack {
@@ -554,18 +590,23 @@ pub(crate) async fn rack_list<B: Backend>(
             cond.add(format!("{column} IN {list}"));
         }
     }
+    add_text_filters::<B>(&mut cond, &filter.text);
     if filter.with_external_id_only {
         cond.add("external_id IS NOT NULL".to_string());
+    }
+    if let Some(domain) = filter.nvl_domain_id {
+        let domain = cond.sql.bind(domain);
+        cond.add(format!("nvldomain_id = {domain}"));
     }
     let total = fetch_count(backend, cond.count("rack")).await?;
     if total == 0 {
         return Ok((Vec::new(), 0));
     }
-    let racks = fetch_racks(
-        backend,
-        cond.page(RACK_COLUMNS, "rack", "name ASC, id ASC", page),
-    )
-    .await?;
+    let order = filter
+        .order
+        .map(order_clause)
+        .unwrap_or_else(|| "name ASC, id ASC".to_string());
+    let racks = fetch_racks(backend, cond.page(RACK_COLUMNS, "rack", &order, page)).await?;
     Ok((racks, total))
 }
 
@@ -596,6 +637,290 @@ pub(crate) async fn rack_soft_delete<B: Backend>(backend: &B, id: Uuid) -> Store
     .await?;
     tx.commit().await?;
     Ok(true)
+}
+
+/// [`crate::Store::rack_patch`]: the rack is read and updated under its
+/// row lock, so the before / after pair is exactly this patch's change.
+pub(crate) async fn rack_patch<B: Backend>(
+    backend: &B,
+    id: Uuid,
+    patch: &RackPatch,
+) -> StoreResult<Option<(Rack, Rack)>> {
+    let lock = B::for_update(false);
+    let select = || {
+        Sql::new(format!(
+            "SELECT {RACK_COLUMNS} FROM rack WHERE id = $1 AND deleted_at IS NULL{lock}"
+        ))
+        .arg(id)
+    };
+    let mut tx = backend.begin().await?;
+    let Some(before) = tx
+        .fetch_all(select())
+        .await?
+        .first()
+        .map(rack_from_row)
+        .transpose()?
+    else {
+        return Ok(None);
+    };
+    let mut update = Sql::default();
+    let mut sets = vec![format!("updated_at = {}", update.bind(now()))];
+    if let Some(name) = &patch.name {
+        sets.push(format!("name = {}", update.bind(name.as_str())));
+    }
+    if let Some(description) = &patch.description {
+        sets.push(format!(
+            "description = {}",
+            update.bind(non_empty(description))
+        ));
+    }
+    if let Some(location) = &patch.location {
+        let location = to_json("rack.location", location)?;
+        sets.push(format!("location = {}", update.bind(location)));
+    }
+    let id_param = update.bind(id);
+    update.push(&format!(
+        "UPDATE rack SET {} WHERE id = {id_param}",
+        sets.join(", ")
+    ));
+    tx.execute(update).await?;
+    let after = tx
+        .fetch_all(select())
+        .await?
+        .first()
+        .map(rack_from_row)
+        .transpose()?
+        .ok_or_else(|| StoreError::NotFound(format!("rack \"{id}\"")))?;
+    tx.commit().await?;
+    Ok(Some((before, after)))
+}
+
+/// [`crate::Store::rack_purge`]. The rack's tasks, rule associations and
+/// schedule scopes go by their foreign keys' cascade; its components (and
+/// through them their BMCs) are deleted first, as `component.rack_id`
+/// does not cascade.
+pub(crate) async fn rack_purge<B: Backend>(backend: &B, id: Uuid) -> StoreResult<PurgeOutcome> {
+    let lock = B::for_update(false);
+    let mut tx = backend.begin().await?;
+    let rows = tx
+        .fetch_all(
+            Sql::new(format!(
+                "SELECT {RACK_COLUMNS} FROM rack WHERE id = $1{lock}"
+            ))
+            .arg(id),
+        )
+        .await?;
+    let Some(rack) = rows.first().map(rack_from_row).transpose()? else {
+        return Ok(PurgeOutcome::NotFound);
+    };
+    if rack.deleted_at.is_none() {
+        return Ok(PurgeOutcome::NotDeleted);
+    }
+    let unfinished = tx
+        .fetch_all(
+            Sql::new(format!(
+                "SELECT COUNT(*) AS n FROM task WHERE rack_id = $1 AND status IN {UNFINISHED}"
+            ))
+            .arg(id),
+        )
+        .await?;
+    let busy = match unfinished.first() {
+        Some(row) => row.i64("n")?,
+        None => 0,
+    };
+    if busy > 0 {
+        return Ok(PurgeOutcome::Busy(
+            usize::try_from(busy).unwrap_or(usize::MAX),
+        ));
+    }
+    tx.execute(Sql::new("DELETE FROM component WHERE rack_id = $1").arg(id))
+        .await?;
+    tx.execute(Sql::new("DELETE FROM rack WHERE id = $1").arg(id))
+        .await?;
+    tx.commit().await?;
+    Ok(PurgeOutcome::Purged)
+}
+
+/// [`crate::Store::racks_of_nvl_domains`].
+pub(crate) async fn racks_of_nvl_domains<B: Backend>(
+    backend: &B,
+    domain_ids: &[Uuid],
+) -> StoreResult<Vec<Rack>> {
+    let mut racks = Vec::new();
+    for chunk in sorted_ids(domain_ids).chunks(ID_CHUNK) {
+        let mut sql = Sql::default();
+        let list = sql.bind_list(chunk.iter().copied());
+        sql.push(&format!(
+            "SELECT {RACK_COLUMNS} FROM rack WHERE nvldomain_id IN {list} \
+             AND deleted_at IS NULL"
+        ));
+        racks.extend(fetch_racks(backend, sql).await?);
+    }
+    racks.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+    Ok(racks)
+}
+
+/// [`crate::Store::racks_set_nvl_domain`].
+pub(crate) async fn racks_set_nvl_domain<B: Backend>(
+    backend: &B,
+    rack_ids: &[Uuid],
+    domain_id: Option<Uuid>,
+) -> StoreResult<u64> {
+    let now = now();
+    let mut changed = 0;
+    let mut tx = backend.begin().await?;
+    for chunk in sorted_ids(rack_ids).chunks(ID_CHUNK) {
+        let mut sql = Sql::default();
+        let domain = sql.bind(domain_id);
+        let at = sql.bind(now);
+        let list = sql.bind_list(chunk.iter().copied());
+        sql.push(&format!(
+            "UPDATE rack SET nvldomain_id = {domain}, updated_at = {at} \
+             WHERE id IN {list} AND deleted_at IS NULL"
+        ));
+        changed += tx.execute(sql).await.map_err(|e| {
+            write_error(
+                e,
+                |_| "rack".to_string(),
+                || format!("NVL domain \"{}\"", domain_id.unwrap_or_default()),
+            )
+        })?;
+    }
+    tx.commit().await?;
+    Ok(changed)
+}
+
+/// [`crate::Store::nvl_domain_create`].
+pub(crate) async fn nvl_domain_create<B: Backend>(
+    backend: &B,
+    domain: &NvlDomain,
+) -> StoreResult<()> {
+    let now = now();
+    let mut insert = Sql::new(format!(
+        "INSERT INTO nvldomain ({NVL_DOMAIN_COLUMNS}) VALUES "
+    ));
+    let values = [
+        insert.bind(domain.id),
+        insert.bind(opt_non_empty(&domain.name)),
+        insert.bind(opt_non_empty(&domain.external_id)),
+        insert.bind(opt_non_empty(&domain.nmxc_cluster_id)),
+        insert.bind(now),
+    ];
+    insert.push(&format!("({}, {}, NULL)", values.join(", "), values[4]));
+    let mut tx = backend.begin().await?;
+    tx.execute(insert).await.map_err(|e| {
+        write_error(
+            e,
+            |key| match key {
+                Some(UniqueKey::NvlDomainName) => format!(
+                    "NVL domain name {:?}",
+                    domain.name.as_deref().unwrap_or_default()
+                ),
+                Some(UniqueKey::NvlDomainExternalId) => format!(
+                    "NVL domain external_id {:?}",
+                    domain.external_id.as_deref().unwrap_or_default()
+                ),
+                _ => format!("NVL domain id \"{}\"", domain.id),
+            },
+            || "referenced row".to_string(),
+        )
+    })?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// A non-deleted domain by one of its unique columns; `column` is a
+/// constant of the caller.
+pub(crate) async fn nvl_domain_get<B: Backend, V>(
+    backend: &B,
+    column: &'static str,
+    value: V,
+) -> StoreResult<Option<NvlDomain>>
+where
+    V: Into<crate::sql::Arg>,
+{
+    let sql = Sql::new(format!(
+        "SELECT {NVL_DOMAIN_COLUMNS} FROM nvldomain WHERE {column} = $1 AND deleted_at IS NULL"
+    ))
+    .arg(value);
+    let rows = backend.fetch_all(sql).await?;
+    rows.first().map(nvl_domain_from_row).transpose()
+}
+
+/// [`crate::Store::nvl_domain_list`]: unnamed domains sort first (last
+/// descending), in both dialects.
+pub(crate) async fn nvl_domain_list<B: Backend>(
+    backend: &B,
+    name: &NameQuery,
+    descending: bool,
+    page: Page,
+) -> StoreResult<(Vec<NvlDomain>, i64)> {
+    let mut cond = Conditions::default();
+    cond.add("deleted_at IS NULL".to_string());
+    if let Some(c) = text_condition::<B>(&mut cond.sql, "name", name) {
+        cond.add(c);
+    }
+    let total = fetch_count(backend, cond.count("nvldomain")).await?;
+    if total == 0 {
+        return Ok((Vec::new(), 0));
+    }
+    let order = order_clause(ListOrder {
+        column: crate::InventoryColumn::Name,
+        descending,
+    });
+    let rows = backend
+        .fetch_all(cond.page(NVL_DOMAIN_COLUMNS, "nvldomain", &order, page))
+        .await?;
+    let domains = rows
+        .iter()
+        .map(nvl_domain_from_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok((domains, total))
+}
+
+/// [`crate::Store::component_soft_delete`].
+pub(crate) async fn component_soft_delete<B: Backend>(backend: &B, id: Uuid) -> StoreResult<bool> {
+    let now = now();
+    let mut tx = backend.begin().await?;
+    let deleted = tx
+        .execute(
+            Sql::new(
+                "UPDATE component SET deleted_at = $2, updated_at = $2 \
+                 WHERE id = $1 AND deleted_at IS NULL",
+            )
+            .arg(id)
+            .arg(now),
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(deleted > 0)
+}
+
+/// [`crate::Store::component_purge`]: its BMCs go by their cascade.
+pub(crate) async fn component_purge<B: Backend>(
+    backend: &B,
+    id: Uuid,
+) -> StoreResult<PurgeOutcome> {
+    let lock = B::for_update(false);
+    let mut tx = backend.begin().await?;
+    let rows = tx
+        .fetch_all(
+            Sql::new(format!(
+                "SELECT deleted_at FROM component WHERE id = $1{lock}"
+            ))
+            .arg(id),
+        )
+        .await?;
+    let Some(row) = rows.first() else {
+        return Ok(PurgeOutcome::NotFound);
+    };
+    if row.opt_ts("deleted_at")?.is_none() {
+        return Ok(PurgeOutcome::NotDeleted);
+    }
+    tx.execute(Sql::new("DELETE FROM component WHERE id = $1").arg(id))
+        .await?;
+    tx.commit().await?;
+    Ok(PurgeOutcome::Purged)
 }
 
 pub(crate) async fn component_create<B: Backend>(
@@ -652,13 +977,18 @@ pub(crate) async fn component_list<B: Backend>(
         let list = cond.sql.bind_list(filter.names.iter().map(String::as_str));
         cond.add(format!("name IN {list}"));
     }
+    add_text_filters::<B>(&mut cond, &filter.text);
     let total = fetch_count(backend, cond.count("component")).await?;
     if total == 0 {
         return Ok((Vec::new(), 0));
     }
+    let order = filter
+        .order
+        .map(order_clause)
+        .unwrap_or_else(|| COMPONENT_ORDER.to_string());
     let components = fetch_components(
         backend,
-        cond.page(COMPONENT_COLUMNS, "component", COMPONENT_ORDER, page),
+        cond.page(COMPONENT_COLUMNS, "component", &order, page),
     )
     .await?;
     Ok((components, total))

@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentType;
 use rackflow_domain::audit::AuditEvent;
 use rackflow_domain::dispatch::LockedRun;
-use rackflow_domain::inventory::{Component, Observation, Rack};
+use rackflow_domain::inventory::{Component, NvlDomain, Observation, Rack};
 use rackflow_domain::rule::{OperationRule, RackRuleAssociation, RuleDefinition};
 use rackflow_domain::run::{OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery};
 use rackflow_domain::task::{Task, TaskStatus, TaskType};
@@ -47,6 +47,45 @@ pub use sqlite::SqliteStore;
 /// Result of store operations.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// A text column of the inventory a listing filters or orders on (the
+/// reference's `RackFilterField` / `ComponentFilterField` /
+/// `*OrderByField`; a component's type is filtered through
+/// [`ComponentFilterQuery::types`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InventoryColumn {
+    Name,
+    Manufacturer,
+    Model,
+    /// Components only: the type's storage name.
+    Type,
+}
+
+impl InventoryColumn {
+    pub(crate) fn column(self) -> &'static str {
+        match self {
+            InventoryColumn::Name => "name",
+            InventoryColumn::Manufacturer => "manufacturer",
+            InventoryColumn::Model => "model",
+            InventoryColumn::Type => "type",
+        }
+    }
+}
+
+/// One listing filter: `column` matched by `query` (exact values, or LIKE
+/// patterns when wildcard). Several filters AND.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextFilter {
+    pub column: InventoryColumn,
+    pub query: rackflow_domain::run::NameQuery,
+}
+
+/// A listing's order: `column`, then id, ascending unless `descending`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListOrder {
+    pub column: InventoryColumn,
+    pub descending: bool,
+}
+
 /// Filter of rack listings. Empty fields do not filter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RackFilter {
@@ -54,10 +93,16 @@ pub struct RackFilter {
     pub names: Vec<String>,
     pub manufacturers: Vec<String>,
     pub models: Vec<String>,
+    /// The wire's `filters` (AND'ed with each other and the above).
+    pub text: Vec<TextFilter>,
     /// Only racks that have an external id.
     pub with_external_id_only: bool,
+    /// Only racks of this NVLink domain.
+    pub nvl_domain_id: Option<Uuid>,
     /// Include soft-deleted racks.
     pub include_deleted: bool,
+    /// `None`: name, then id, ascending.
+    pub order: Option<ListOrder>,
 }
 
 /// Filter of component listings. Empty fields do not filter; set fields AND.
@@ -68,7 +113,33 @@ pub struct ComponentFilterQuery {
     pub types: Vec<ComponentType>,
     pub external_ids: Vec<String>,
     pub names: Vec<String>,
+    /// The wire's `filters` on name, manufacturer and model.
+    pub text: Vec<TextFilter>,
     pub include_deleted: bool,
+    /// `None`: rack, type, slot, tray, name, id.
+    pub order: Option<ListOrder>,
+}
+
+/// Fields `PatchRack` may change; `None` leaves the field as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RackPatch {
+    pub name: Option<String>,
+    /// An empty text clears it.
+    pub description: Option<String>,
+    pub location: Option<rackflow_domain::inventory::Location>,
+}
+
+/// What [`Store::rack_purge`] / [`Store::component_purge`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PurgeOutcome {
+    /// Deleted for good.
+    Purged,
+    /// No such row.
+    NotFound,
+    /// The row is not soft-deleted: purge only follows a delete.
+    NotDeleted,
+    /// A soft-deleted rack still has `n` unfinished tasks.
+    Busy(usize),
 }
 
 /// Fields `PatchComponent` may change; `None` leaves the field as it is.
@@ -328,6 +399,56 @@ pub trait Store: Send + Sync + 'static {
     /// non-deleted rack.
     async fn rack_soft_delete(&self, id: Uuid) -> StoreResult<bool>;
 
+    /// Applies a patch to a non-deleted rack in one transaction; returns
+    /// the rack before and after, `None` if not found.
+    async fn rack_patch(&self, id: Uuid, patch: &RackPatch) -> StoreResult<Option<(Rack, Rack)>>;
+
+    /// Deletes a soft-deleted rack for good, with its components, their
+    /// BMCs, its tasks, rule associations and schedule scopes, in one
+    /// transaction; refused while the rack has unfinished tasks. Its
+    /// external id can be used again afterwards.
+    async fn rack_purge(&self, id: Uuid) -> StoreResult<PurgeOutcome>;
+
+    /// Non-deleted racks that belong to any of these NVLink domains, by
+    /// name then id.
+    async fn racks_of_nvl_domains(&self, domain_ids: &[Uuid]) -> StoreResult<Vec<Rack>>;
+
+    /// Sets (or, with `None`, clears) the NVLink domain of the non-deleted
+    /// racks `rack_ids`, in one statement; returns how many changed.
+    async fn racks_set_nvl_domain(
+        &self,
+        rack_ids: &[Uuid],
+        domain_id: Option<Uuid>,
+    ) -> StoreResult<u64>;
+
+    // ---- inventory: NVLink domains ----------------------------------------
+
+    /// Inserts a domain. A name or external id in use answers
+    /// [`StoreError::AlreadyExists`] naming it.
+    async fn nvl_domain_create(&self, domain: &NvlDomain) -> StoreResult<()>;
+
+    /// A non-deleted domain by id.
+    async fn nvl_domain_get(&self, id: Uuid) -> StoreResult<Option<NvlDomain>>;
+
+    /// The non-deleted domain with this name.
+    async fn nvl_domain_get_by_name(&self, name: &str) -> StoreResult<Option<NvlDomain>>;
+
+    /// The non-deleted domain with this external id.
+    async fn nvl_domain_get_by_external_id(
+        &self,
+        external_id: &str,
+    ) -> StoreResult<Option<NvlDomain>>;
+
+    /// A page of non-deleted domains whose name matches `name` (no pattern:
+    /// all), ordered by name (`descending` reverses it) then id, and the
+    /// total before paging.
+    async fn nvl_domain_list(
+        &self,
+        name: &rackflow_domain::run::NameQuery,
+        descending: bool,
+        page: Page,
+    ) -> StoreResult<(Vec<NvlDomain>, i64)>;
+
     // ---- inventory: components ------------------------------------------
 
     /// Inserts one component (rack optional) with its BMCs. A `rack_id` that
@@ -378,6 +499,13 @@ pub trait Store: Send + Sync + 'static {
         id: Uuid,
         patch: &ComponentPatch,
     ) -> StoreResult<Option<Component>>;
+
+    /// Soft-deletes a component. Returns false if no such non-deleted
+    /// component.
+    async fn component_soft_delete(&self, id: Uuid) -> StoreResult<bool>;
+
+    /// Deletes a soft-deleted component (and its BMCs) for good.
+    async fn component_purge(&self, id: Uuid) -> StoreResult<PurgeOutcome>;
 
     /// Records versions and power states read back from the hardware, with
     /// their observation times (an older observation never overwrites a

@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 use rackflow_domain::dispatch::EarlierPhases;
 use rackflow_domain::run::{
-    KindFilter, NameQuery, OperationRun, OperationRunTarget, Page, PhaseScope, RetryState,
-    RunConfiguration, RunListFilter, RunReason, RunStatus, StateFilter, TargetQuery, TargetStatus,
+    KindFilter, OperationRun, OperationRunTarget, Page, PhaseScope, RetryState, RunConfiguration,
+    RunListFilter, RunReason, RunStatus, StateFilter, TargetQuery, TargetStatus,
 };
 use rackflow_domain::task::TaskStatus;
 use uuid::Uuid;
@@ -250,36 +250,6 @@ pub(crate) async fn run_get<B: Backend>(
     rows.first().map(run_from_row).transpose()
 }
 
-/// The name condition of §4.6 (with decision D6: several wildcard patterns
-/// with `use_or` mean "any pattern matches", so the OR group is
-/// parenthesised). Patterns are deduplicated; many of them join as a
-/// balanced tree ([`balanced_join`]).
-fn name_condition<B: Backend>(sql: &mut Sql, query: &NameQuery) -> Option<String> {
-    let patterns: Vec<&str> = query
-        .patterns
-        .iter()
-        .map(String::as_str)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    match patterns.as_slice() {
-        [] => None,
-        [one] if query.is_wildcard => Some(B::like(sql, "name", &NameQuery::like_pattern(one))),
-        [one] => Some(format!("name = {}", sql.bind(*one))),
-        many if !query.is_wildcard => {
-            Some(format!("name IN {}", sql.bind_list(many.iter().copied())))
-        }
-        many => {
-            let likes: Vec<String> = many
-                .iter()
-                .map(|p| B::like(sql, "name", &NameQuery::like_pattern(p)))
-                .collect();
-            let joiner = if query.use_or { "OR" } else { "AND" };
-            Some(balanced_join(&likes, joiner))
-        }
-    }
-}
-
 /// The `states` condition: entries deduplicated, then grouped — statuses
 /// alone in one `IN`, reasons alone in one `IN`, (status, reason) pairs
 /// each — so that thousands of entries make a short statement (SQLite
@@ -374,7 +344,7 @@ pub(crate) async fn run_list<B: Backend>(
     page: Page,
 ) -> StoreResult<(Vec<OperationRun>, i64)> {
     let mut cond = Conditions::default();
-    if let Some(name) = name_condition::<B>(&mut cond.sql, &filter.name) {
+    if let Some(name) = crate::backend::text_condition::<B>(&mut cond.sql, "name", &filter.name) {
         cond.add(name);
     }
     if let Some(states) = states_condition(&mut cond.sql, &filter.states) {

@@ -394,6 +394,8 @@ pub(crate) enum UniqueKey {
     TaskIdempotencyKey,
     RuleId,
     RuleDefault,
+    NvlDomainName,
+    NvlDomainExternalId,
 }
 
 const UNIQUE_KEYS: &[(UniqueKey, &str, &str)] = &[
@@ -446,6 +448,16 @@ const UNIQUE_KEYS: &[(UniqueKey, &str, &str)] = &[
         UniqueKey::RuleDefault,
         "uq_operation_rules_default",
         "operation_rules.operation_type, operation_rules.operation_code",
+    ),
+    (
+        UniqueKey::NvlDomainName,
+        "uq_nvldomain_name",
+        "nvldomain.name",
+    ),
+    (
+        UniqueKey::NvlDomainExternalId,
+        "uq_nvldomain_external_id",
+        "nvldomain.external_id",
     ),
 ];
 

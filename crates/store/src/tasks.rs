@@ -44,7 +44,7 @@ const TASK_COLUMNS_NO_REPORT: &str = "id, type, executor_type, information, desc
      queue_expires_at, idempotency_key";
 
 /// Waiting, pending and running, as an SQL list.
-const UNFINISHED: &str = "('waiting', 'pending', 'running')";
+pub(crate) const UNFINISHED: &str = "('waiting', 'pending', 'running')";
 
 /// The `attributes` JSON column.
 #[derive(Debug, Default, Serialize, Deserialize)]

@@ -25,7 +25,8 @@ use rackflow_domain::ComponentsByType;
 use rackflow_domain::audit::{AuditEvent, SYSTEM_ACTOR};
 use rackflow_domain::dispatch::{CLAIM_WINDOW_MARGIN, EarlierPhases};
 use rackflow_domain::inventory::{
-    Bmc, BmcType, Component, Location, OperationalState, OperationalStatus, Position, Rack,
+    Bmc, BmcType, Component, Location, NvlDomain, OperationalState, OperationalStatus, Position,
+    Rack,
 };
 use rackflow_domain::rule::{
     ActionConfig, OperationRule, RackRuleAssociation, RetryPolicy, RuleDefinition, SequenceStep,
@@ -40,9 +41,10 @@ use rackflow_domain::run::{
 use rackflow_domain::target::{ComponentFilter, RackIdentifier, RackTarget, TargetSpec};
 use rackflow_domain::task::{QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages};
 use rackflow_store::{
-    AuditFilter, ComponentFilterQuery, ComponentPatch, DbTarget, LockMode, PgStore, RackFilter,
-    RackImport, RunLock, SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome,
-    SubmitReject, TaskFilter, TaskLease, TaskStart, TaskTransition, TaskUpdate, open_store,
+    AuditFilter, ComponentFilterQuery, ComponentPatch, DbTarget, InventoryColumn, ListOrder,
+    LockMode, PgStore, PurgeOutcome, RackFilter, RackImport, RackPatch, RunLock, SqliteStore,
+    Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject, TaskFilter, TaskLease,
+    TaskStart, TaskTransition, TaskUpdate, TextFilter, open_store,
 };
 use rackflow_testkit::db::TestDatabase;
 use uuid::Uuid;
@@ -181,6 +183,11 @@ both_dialects!(
     rack_create_get_and_lookups,
     rack_list_orders_pages_and_filters,
     rack_soft_delete_cascades_to_components,
+    rack_patch_changes_only_the_named_fields,
+    rack_purge_follows_a_delete_and_frees_the_external_id,
+    rack_list_text_filters_and_order,
+    component_delete_and_purge,
+    nvl_domains_create_lookup_list_and_membership,
     rack_create_conflicts_write_nothing,
     racks_import_creates_the_new_and_finds_the_known,
     racks_import_names_the_rack_that_breaks_a_batch,
@@ -714,6 +721,558 @@ async fn rack_soft_delete_cascades_to_components(db: &Db) {
     let mut again = rack(3, "rack-a2", None);
     again.serial_number = a.serial_number.clone();
     store.rack_create(&again, &[]).await.unwrap();
+}
+
+async fn rack_patch_changes_only_the_named_fields(db: &Db) {
+    let store = db.store();
+    let original = rack(1, "rack-a", Some("r-1"));
+    store.rack_create(&original, &[]).await.unwrap();
+    let created = store.rack_get(original.id, false).await.unwrap().unwrap();
+
+    let moved = Location {
+        region: "us".into(),
+        datacenter: "dc9".into(),
+        room: "r1".into(),
+        position: "row-9".into(),
+    };
+    let (before, after) = store
+        .rack_patch(
+            original.id,
+            &RackPatch {
+                name: Some("rack-renamed".into()),
+                description: None,
+                location: Some(moved.clone()),
+            },
+        )
+        .await
+        .unwrap()
+        .expect("rack exists");
+    assert_eq!(before, created);
+    assert_eq!(after.name, "rack-renamed");
+    assert_eq!(after.location, moved);
+    assert_eq!(after.description, created.description, "not named: kept");
+    assert_eq!(
+        (after.manufacturer.as_str(), after.serial_number.as_str()),
+        (
+            created.manufacturer.as_str(),
+            created.serial_number.as_str()
+        )
+    );
+    assert!(after.updated_at >= created.updated_at);
+    assert_eq!(
+        store.rack_get(original.id, false).await.unwrap(),
+        Some(after.clone())
+    );
+
+    // An empty description clears it.
+    let (_, cleared) = store
+        .rack_patch(
+            original.id,
+            &RackPatch {
+                description: Some(String::new()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cleared.description, None);
+    assert_eq!(cleared.name, "rack-renamed");
+
+    assert_eq!(
+        store
+            .rack_patch(id(404), &RackPatch::default())
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(store.rack_soft_delete(original.id).await.unwrap());
+    assert_eq!(
+        store
+            .rack_patch(
+                original.id,
+                &RackPatch {
+                    name: Some("ghost".into()),
+                    ..Default::default()
+                }
+            )
+            .await
+            .unwrap(),
+        None,
+        "a deleted rack is not patched"
+    );
+    let deleted = store.rack_get(original.id, true).await.unwrap().unwrap();
+    assert_eq!(deleted.name, "rack-renamed");
+}
+
+async fn rack_purge_follows_a_delete_and_frees_the_external_id(db: &Db) {
+    let store = db.store();
+    let a = rack(1, "rack-a", Some("r-1"));
+    let mut c = component(11, None, ComponentType::Compute, "c-1", Some("c-ext"));
+    c.bmcs = vec![bmc("aa:bb:cc:00:00:01", BmcType::Host, None)];
+    store.rack_create(&a, &[c]).await.unwrap();
+    store
+        .rack_create(&rack(2, "rack-b", None), &[])
+        .await
+        .unwrap();
+    submit(store, task(0x51, a.id), TaskStatus::Completed).await;
+
+    assert_eq!(
+        store.rack_purge(id(404)).await.unwrap(),
+        PurgeOutcome::NotFound
+    );
+    assert_eq!(
+        store.rack_purge(a.id).await.unwrap(),
+        PurgeOutcome::NotDeleted
+    );
+    assert!(store.rack_get(a.id, false).await.unwrap().is_some());
+
+    // Unfinished work on a deleted rack keeps it.
+    let waiting = submit(store, task(0x52, a.id), TaskStatus::Waiting).await;
+    assert!(store.rack_soft_delete(a.id).await.unwrap());
+    assert_eq!(store.rack_purge(a.id).await.unwrap(), PurgeOutcome::Busy(1));
+    assert!(store.rack_get(a.id, true).await.unwrap().is_some());
+    store
+        .task_update(
+            waiting.id,
+            &TaskUpdate {
+                expected: vec![TaskStatus::Waiting],
+                status: Some(TaskStatus::Terminated),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .expect("cancelled");
+
+    assert_eq!(store.rack_purge(a.id).await.unwrap(), PurgeOutcome::Purged);
+    assert_eq!(store.rack_get(a.id, true).await.unwrap(), None);
+    assert_eq!(store.component_get(id(11)).await.unwrap(), None);
+    assert_eq!(
+        db.scalar("SELECT COUNT(*) FROM bmc WHERE mac_address = 'aa:bb:cc:00:00:01'")
+            .await,
+        0
+    );
+    assert_eq!(db.count("task").await, 0, "the rack's tasks go with it");
+    assert_eq!(
+        store.rack_purge(a.id).await.unwrap(),
+        PurgeOutcome::NotFound
+    );
+    assert!(store.rack_get(id(2), false).await.unwrap().is_some());
+
+    // The external id, serial and component identities are free again.
+    let mut replacement = rack(3, "rack-a", Some("r-1"));
+    replacement.serial_number = a.serial_number.clone();
+    let mut c = component(31, None, ComponentType::Compute, "c-1", Some("c-ext"));
+    c.bmcs = vec![bmc("aa:bb:cc:00:00:01", BmcType::Host, None)];
+    store.rack_create(&replacement, &[c]).await.unwrap();
+    assert_eq!(
+        store
+            .rack_get_by_external_id("r-1")
+            .await
+            .unwrap()
+            .map(|r| r.id),
+        Some(replacement.id)
+    );
+}
+
+fn text(column: InventoryColumn, patterns: &[&str], is_wildcard: bool, use_or: bool) -> TextFilter {
+    TextFilter {
+        column,
+        query: NameQuery {
+            patterns: patterns.iter().map(|p| p.to_string()).collect(),
+            is_wildcard,
+            use_or,
+        },
+    }
+}
+
+async fn rack_list_text_filters_and_order(db: &Db) {
+    let store = db.store();
+    let mut fixtures = vec![
+        rack(1, "gb200-a", None),
+        rack(2, "gb200-b", None),
+        rack(3, "h100-a", None),
+        rack(4, "gb300_x", None),
+    ];
+    fixtures[0].manufacturer = "Quanta".into();
+    fixtures[1].manufacturer = "Foxconn".into();
+    fixtures[2].manufacturer = "Wiwynn".into();
+    fixtures[3].manufacturer = "Foxconn".into();
+    fixtures[3].model = None;
+    for r in &fixtures {
+        store.rack_create(r, &[]).await.unwrap();
+    }
+    let listed = |filter: RackFilter| async move {
+        let (racks, total) = store.rack_list(&filter, all()).await.unwrap();
+        assert_eq!(total, racks.len() as i64);
+        rack_names(&racks)
+    };
+    let with = |text: Vec<TextFilter>, order: Option<ListOrder>| RackFilter {
+        text,
+        order,
+        ..Default::default()
+    };
+    assert_eq!(
+        listed(with(
+            vec![text(InventoryColumn::Name, &["gb"], true, false)],
+            None
+        ))
+        .await,
+        ["gb200-a", "gb200-b", "gb300_x"],
+        "a wildcard pattern is contained"
+    );
+    // LIKE syntax: a pattern with an edge `%` is taken as it is; `_` is
+    // one character.
+    assert_eq!(
+        listed(with(
+            vec![text(InventoryColumn::Name, &["gb3%"], true, false)],
+            None
+        ))
+        .await,
+        ["gb300_x"]
+    );
+    assert_eq!(
+        listed(with(
+            vec![text(InventoryColumn::Name, &["%-a"], true, false)],
+            None
+        ))
+        .await,
+        ["gb200-a", "h100-a"]
+    );
+    assert_eq!(
+        listed(with(
+            vec![text(InventoryColumn::Name, &["gb20_-a"], true, false)],
+            None
+        ))
+        .await,
+        ["gb200-a"]
+    );
+    assert!(
+        listed(with(
+            vec![text(InventoryColumn::Name, &["GB"], true, false)],
+            None
+        ))
+        .await
+        .is_empty(),
+        "case-sensitive"
+    );
+    assert_eq!(
+        listed(with(
+            vec![text(InventoryColumn::Name, &["-a", "h"], true, false)],
+            None
+        ))
+        .await,
+        ["h100-a"],
+        "patterns AND without use_or"
+    );
+    assert_eq!(
+        listed(with(
+            vec![text(InventoryColumn::Name, &["-b", "h"], true, true)],
+            None
+        ))
+        .await,
+        ["gb200-b", "h100-a"]
+    );
+    assert_eq!(
+        listed(with(
+            vec![
+                text(InventoryColumn::Manufacturer, &["Foxconn"], false, false),
+                text(InventoryColumn::Name, &["gb2"], true, false),
+            ],
+            None
+        ))
+        .await,
+        ["gb200-b"],
+        "filters AND"
+    );
+    assert_eq!(
+        listed(with(
+            vec![text(InventoryColumn::Model, &["GB200"], true, false)],
+            None
+        ))
+        .await,
+        ["gb200-a", "gb200-b", "h100-a"]
+    );
+    let order = |column, descending| Some(ListOrder { column, descending });
+    assert_eq!(
+        listed(with(vec![], order(InventoryColumn::Name, true))).await,
+        ["h100-a", "gb300_x", "gb200-b", "gb200-a"]
+    );
+    assert_eq!(
+        listed(with(vec![], order(InventoryColumn::Manufacturer, false))).await,
+        ["gb200-b", "gb300_x", "gb200-a", "h100-a"],
+        "ties in id order"
+    );
+    assert_eq!(
+        listed(with(vec![], order(InventoryColumn::Model, false))).await,
+        ["gb300_x", "gb200-a", "gb200-b", "h100-a"],
+        "no model first ascending, in both dialects"
+    );
+    assert_eq!(
+        listed(with(vec![], order(InventoryColumn::Model, true))).await,
+        ["gb200-a", "gb200-b", "h100-a", "gb300_x"],
+        "no model last descending; ties stay in id order"
+    );
+
+    // Components: the same filters and order.
+    store
+        .component_create(&component(
+            11,
+            Some(id(1)),
+            ComponentType::Compute,
+            "tray-b",
+            None,
+        ))
+        .await
+        .unwrap();
+    let mut other = component(12, Some(id(1)), ComponentType::NvSwitch, "tray-a", None);
+    other.manufacturer = "Mellanox".into();
+    store.component_create(&other).await.unwrap();
+    let components = |filter: ComponentFilterQuery| async move {
+        let (components, total) = store.component_list(&filter, all()).await.unwrap();
+        assert_eq!(total, components.len() as i64);
+        component_names(&components)
+    };
+    assert_eq!(
+        components(ComponentFilterQuery {
+            text: vec![text(InventoryColumn::Manufacturer, &["Mell"], true, false)],
+            ..Default::default()
+        })
+        .await,
+        ["tray-a"]
+    );
+    assert_eq!(
+        components(ComponentFilterQuery {
+            order: order(InventoryColumn::Name, false),
+            ..Default::default()
+        })
+        .await,
+        ["tray-a", "tray-b"]
+    );
+    assert_eq!(
+        components(ComponentFilterQuery::default()).await,
+        ["tray-b", "tray-a"],
+        "default order: by type first"
+    );
+}
+
+async fn component_delete_and_purge(db: &Db) {
+    let store = db.store();
+    store
+        .rack_create(&rack(1, "rack-a", None), &[])
+        .await
+        .unwrap();
+    let mut c = component(
+        11,
+        Some(id(1)),
+        ComponentType::Compute,
+        "c-1",
+        Some("c-ext"),
+    );
+    c.bmcs = vec![bmc("aa:bb:cc:00:00:01", BmcType::Host, None)];
+    store.component_create(&c).await.unwrap();
+    store
+        .component_create(&component(
+            12,
+            Some(id(1)),
+            ComponentType::Compute,
+            "c-2",
+            None,
+        ))
+        .await
+        .unwrap();
+
+    assert_eq!(
+        store.component_purge(c.id).await.unwrap(),
+        PurgeOutcome::NotDeleted
+    );
+    assert_eq!(
+        store.component_purge(id(404)).await.unwrap(),
+        PurgeOutcome::NotFound
+    );
+    assert!(store.component_soft_delete(c.id).await.unwrap());
+    assert!(!store.component_soft_delete(c.id).await.unwrap(), "once");
+    assert!(!store.component_soft_delete(id(404)).await.unwrap());
+    let deleted = store.component_get(c.id).await.unwrap().unwrap();
+    assert!(deleted.deleted_at.is_some());
+    assert_eq!(
+        component_names(&store.components_of_racks(&[id(1)]).await.unwrap()),
+        ["c-2"]
+    );
+    assert_eq!(
+        store.component_purge(c.id).await.unwrap(),
+        PurgeOutcome::Purged
+    );
+    assert_eq!(store.component_get(c.id).await.unwrap(), None);
+    assert_eq!(db.count("bmc").await, 0);
+    assert!(store.component_get(id(12)).await.unwrap().is_some());
+    // Its identity can be used again.
+    let mut again = component(
+        13,
+        Some(id(1)),
+        ComponentType::Compute,
+        "c-1",
+        Some("c-ext"),
+    );
+    again.bmcs = vec![bmc("aa:bb:cc:00:00:01", BmcType::Host, None)];
+    store.component_create(&again).await.unwrap();
+}
+
+fn nvl_domain(n: u128, name: Option<&str>, external_id: Option<&str>) -> NvlDomain {
+    NvlDomain {
+        id: id(n),
+        name: name.map(str::to_string),
+        external_id: external_id.map(str::to_string),
+        nmxc_cluster_id: Some(format!("nmxc-{n}")),
+        created_at: epoch(),
+        updated_at: epoch(),
+        deleted_at: None,
+    }
+}
+
+async fn nvl_domains_create_lookup_list_and_membership(db: &Db) {
+    let store = db.store();
+    let first = nvl_domain(0xD1, Some("domain-b"), Some("nvl-1"));
+    store.nvl_domain_create(&first).await.unwrap();
+    store
+        .nvl_domain_create(&nvl_domain(0xD2, Some("domain-a"), None))
+        .await
+        .unwrap();
+    store
+        .nvl_domain_create(&nvl_domain(0xD3, None, None))
+        .await
+        .unwrap();
+
+    let got = store.nvl_domain_get(first.id).await.unwrap().unwrap();
+    assert_eq!(
+        NvlDomain {
+            created_at: first.created_at,
+            updated_at: first.updated_at,
+            ..got.clone()
+        },
+        first
+    );
+    assert!(got.created_at > epoch(), "stamped by the store");
+    assert_eq!(
+        store.nvl_domain_get_by_name("domain-b").await.unwrap(),
+        Some(got.clone())
+    );
+    assert_eq!(
+        store.nvl_domain_get_by_external_id("nvl-1").await.unwrap(),
+        Some(got)
+    );
+    assert_eq!(store.nvl_domain_get(id(404)).await.unwrap(), None);
+    assert_eq!(store.nvl_domain_get_by_name("nope").await.unwrap(), None);
+
+    let count_before = db.count("nvldomain").await;
+    let dup_name = store
+        .nvl_domain_create(&nvl_domain(0xD4, Some("domain-b"), None))
+        .await;
+    assert_eq!(already_exists(dup_name), "NVL domain name \"domain-b\"");
+    let dup_external = store
+        .nvl_domain_create(&nvl_domain(0xD5, Some("domain-c"), Some("nvl-1")))
+        .await;
+    assert_eq!(
+        already_exists(dup_external),
+        "NVL domain external_id \"nvl-1\""
+    );
+    assert_eq!(db.count("nvldomain").await, count_before, "nothing written");
+
+    let listed = |query: NameQuery, descending: bool, page: Page| async move {
+        let (domains, total) = store
+            .nvl_domain_list(&query, descending, page)
+            .await
+            .unwrap();
+        (
+            domains.iter().map(NvlDomain::label).collect::<Vec<_>>(),
+            total,
+        )
+    };
+    let unnamed = id(0xD3).to_string();
+    assert_eq!(
+        listed(NameQuery::default(), false, all()).await,
+        (
+            vec![unnamed.clone(), "domain-a".into(), "domain-b".into()],
+            3
+        )
+    );
+    assert_eq!(
+        listed(NameQuery::default(), true, page(0, 2)).await,
+        (vec!["domain-b".into(), "domain-a".into()], 3)
+    );
+    let pattern = NameQuery {
+        patterns: vec!["-a".into()],
+        is_wildcard: true,
+        use_or: false,
+    };
+    assert_eq!(
+        listed(pattern, false, all()).await,
+        (vec!["domain-a".to_string()], 1)
+    );
+
+    // Membership: set, list, clear; deleted racks neither join nor list.
+    let mut members = Vec::new();
+    for n in 1..=3 {
+        let mut r = rack(n, &format!("rack-{n}"), None);
+        r.nvl_domain_id = None;
+        store.rack_create(&r, &[]).await.unwrap();
+        members.push(r.id);
+    }
+    assert_eq!(
+        store
+            .racks_set_nvl_domain(&[id(2), id(1), id(404)], Some(first.id))
+            .await
+            .unwrap(),
+        2
+    );
+    let of = |ids: Vec<Uuid>| async move {
+        rack_names(&store.racks_of_nvl_domains(&ids).await.unwrap())
+    };
+    assert_eq!(of(vec![first.id]).await, ["rack-1", "rack-2"]);
+    assert!(of(vec![id(0xD2)]).await.is_empty());
+    let (in_domain, total) = store
+        .rack_list(
+            &RackFilter {
+                nvl_domain_id: Some(first.id),
+                ..Default::default()
+            },
+            all(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (rack_names(&in_domain), total),
+        (vec!["rack-1".to_string(), "rack-2".into()], 2)
+    );
+    assert_eq!(
+        store
+            .rack_get(id(1), false)
+            .await
+            .unwrap()
+            .unwrap()
+            .nvl_domain_id,
+        Some(first.id)
+    );
+    store
+        .racks_set_nvl_domain(&[id(3)], Some(id(0xD2)))
+        .await
+        .unwrap();
+    assert_eq!(
+        of(vec![first.id, id(0xD2)]).await,
+        ["rack-1", "rack-2", "rack-3"]
+    );
+    assert_eq!(store.racks_set_nvl_domain(&[id(1)], None).await.unwrap(), 1);
+    assert_eq!(of(vec![first.id]).await, ["rack-2"]);
+    assert!(store.rack_soft_delete(id(2)).await.unwrap());
+    assert!(of(vec![first.id]).await.is_empty());
+    assert_eq!(
+        store
+            .racks_set_nvl_domain(&[id(2)], Some(first.id))
+            .await
+            .unwrap(),
+        0
+    );
 }
 
 async fn racks_import_creates_the_new_and_finds_the_known(db: &Db) {
@@ -4457,6 +5016,7 @@ async fn sqlite_and_postgres_schemas_have_the_same_tables_and_columns() {
             "audit_event",
             "bmc",
             "component",
+            "nvldomain",
             "operation_rules",
             "operation_run",
             "operation_run_target",

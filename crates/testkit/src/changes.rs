@@ -12,14 +12,16 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentType;
-use rackflow_domain::inventory::{Component, Rack};
+use rackflow_domain::inventory::{Component, NvlDomain, Rack};
 use rackflow_domain::rule::{OperationRule, RackRuleAssociation, RuleDefinition};
-use rackflow_domain::run::{OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery};
+use rackflow_domain::run::{
+    NameQuery, OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery,
+};
 use rackflow_domain::task::{Task, TaskStatus, TaskType};
 use rackflow_store::{
-    ComponentFilterQuery, ComponentPatch, LockMode, RackFilter, RackImport, RunLock,
-    ScheduleFilter, ScheduleLock, Store, StoreResult, SubmitDecision, SubmitOutcome, TaskFilter,
-    TaskTransition, TaskUpdate,
+    ComponentFilterQuery, ComponentPatch, LockMode, PurgeOutcome, RackFilter, RackImport,
+    RackPatch, RunLock, ScheduleFilter, ScheduleLock, Store, StoreResult, SubmitDecision,
+    SubmitOutcome, TaskFilter, TaskTransition, TaskUpdate,
 };
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -227,6 +229,74 @@ impl Store for ObservedStore {
 
     async fn rack_soft_delete(&self, id: Uuid) -> StoreResult<bool> {
         let result = self.inner.rack_soft_delete(id).await;
+        self.changed();
+        result
+    }
+
+    async fn rack_patch(&self, id: Uuid, patch: &RackPatch) -> StoreResult<Option<(Rack, Rack)>> {
+        let result = self.inner.rack_patch(id, patch).await;
+        self.changed();
+        result
+    }
+
+    async fn rack_purge(&self, id: Uuid) -> StoreResult<PurgeOutcome> {
+        let result = self.inner.rack_purge(id).await;
+        self.changed();
+        result
+    }
+
+    async fn racks_of_nvl_domains(&self, domain_ids: &[Uuid]) -> StoreResult<Vec<Rack>> {
+        self.inner.racks_of_nvl_domains(domain_ids).await
+    }
+
+    async fn racks_set_nvl_domain(
+        &self,
+        rack_ids: &[Uuid],
+        domain_id: Option<Uuid>,
+    ) -> StoreResult<u64> {
+        let result = self.inner.racks_set_nvl_domain(rack_ids, domain_id).await;
+        self.changed();
+        result
+    }
+
+    async fn nvl_domain_create(&self, domain: &NvlDomain) -> StoreResult<()> {
+        let result = self.inner.nvl_domain_create(domain).await;
+        self.changed();
+        result
+    }
+
+    async fn nvl_domain_get(&self, id: Uuid) -> StoreResult<Option<NvlDomain>> {
+        self.inner.nvl_domain_get(id).await
+    }
+
+    async fn nvl_domain_get_by_name(&self, name: &str) -> StoreResult<Option<NvlDomain>> {
+        self.inner.nvl_domain_get_by_name(name).await
+    }
+
+    async fn nvl_domain_get_by_external_id(
+        &self,
+        external_id: &str,
+    ) -> StoreResult<Option<NvlDomain>> {
+        self.inner.nvl_domain_get_by_external_id(external_id).await
+    }
+
+    async fn nvl_domain_list(
+        &self,
+        name: &NameQuery,
+        descending: bool,
+        page: Page,
+    ) -> StoreResult<(Vec<NvlDomain>, i64)> {
+        self.inner.nvl_domain_list(name, descending, page).await
+    }
+
+    async fn component_soft_delete(&self, id: Uuid) -> StoreResult<bool> {
+        let result = self.inner.component_soft_delete(id).await;
+        self.changed();
+        result
+    }
+
+    async fn component_purge(&self, id: Uuid) -> StoreResult<PurgeOutcome> {
+        let result = self.inner.component_purge(id).await;
         self.changed();
         result
     }

@@ -8,7 +8,7 @@ use rackflow_domain::inventory::{
     normalize_mac,
 };
 use rackflow_engine::inventory::{ComponentQuery, RackRef};
-use rackflow_engine::store::{ComponentFilterQuery, ComponentPatch, RackFilter};
+use rackflow_engine::store::{ComponentFilterQuery, ComponentPatch, RackFilter, RackPatch};
 use uuid::Uuid;
 
 use super::{Checked, Invalid, invalid, parse_uuid, pb_uuid};
@@ -82,6 +82,30 @@ pub fn new_component(field: &str, c: &pb::Component, rack_id: Option<Uuid>) -> C
         updated_at: now,
         deleted_at: None,
     })
+}
+
+/// `PatchRack`'s rack id and patch: `rack.info.id` names the rack; a
+/// non-empty `info.name`, a set `info.description` (empty clears it) and a
+/// set `location` (replaced whole) are the changes. The other fields of the
+/// message are not patchable here and are left as they are (a client may
+/// send back a rack it read).
+pub fn rack_patch(rack: Option<&pb::Rack>) -> Checked<(Uuid, RackPatch)> {
+    let Some(rack) = rack else {
+        return invalid("rack is required");
+    };
+    let info = rack.info.clone().unwrap_or_default();
+    let id = super::required_id(info.id.as_ref(), "rack.info.id is required")?;
+    let patch = RackPatch {
+        name: non_empty(&info.name),
+        description: info.description.map(|d| d.trim().to_string()),
+        location: rack.location.clone().map(|l| Location {
+            region: l.region,
+            datacenter: l.datacenter,
+            room: l.room,
+            position: l.position,
+        }),
+    };
+    Ok((id, patch))
 }
 
 /// A new rack with its components from `CreateExpectedRack`.

@@ -169,6 +169,42 @@ pub(crate) async fn delete_rack(
     Ok(pb::DeleteRackResponse {})
 }
 
+pub(crate) async fn patch_rack(
+    inventory: &InventoryManager,
+    req: pb::PatchRackRequest,
+) -> ApiResult<pb::PatchRackResponse> {
+    let (id, patch) = convert::rack_patch(req.rack.as_ref())?;
+    let report = inventory.patch_rack(id, &patch).await?;
+    Ok(pb::PatchRackResponse { report })
+}
+
+pub(crate) async fn purge_rack(
+    inventory: &InventoryManager,
+    req: pb::PurgeRackRequest,
+) -> ApiResult<pb::PurgeRackResponse> {
+    let id = convert::required_id(req.id.as_ref(), "rack id is required")?;
+    inventory.purge_rack(id).await?;
+    Ok(pb::PurgeRackResponse {})
+}
+
+pub(crate) async fn delete_component(
+    inventory: &InventoryManager,
+    req: pb::DeleteComponentRequest,
+) -> ApiResult<pb::DeleteComponentResponse> {
+    let id = convert::required_id(req.id.as_ref(), "component id is required")?;
+    inventory.delete_component(id).await?;
+    Ok(pb::DeleteComponentResponse {})
+}
+
+pub(crate) async fn purge_component(
+    inventory: &InventoryManager,
+    req: pb::PurgeComponentRequest,
+) -> ApiResult<pb::PurgeComponentResponse> {
+    let id = convert::required_id(req.id.as_ref(), "component id is required")?;
+    inventory.purge_component(id).await?;
+    Ok(pb::PurgeComponentResponse {})
+}
+
 /// `ValidateComponents`: expected (the inventory) vs actual (the component
 /// manager's own inventory), a page of the differences and the counts.
 pub(crate) async fn validate_components(
