@@ -26,6 +26,19 @@ pub enum ComponentCommand {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Delete a component (an RMA'd tray): hidden from lookups, listings
+    /// and targets until purged.
+    Delete {
+        /// Component UUID.
+        #[arg(value_parser = crate::args::parse_uuid)]
+        id: uuid::Uuid,
+    },
+    /// Delete a deleted component for good.
+    Purge {
+        /// Component UUID.
+        #[arg(value_parser = crate::args::parse_uuid)]
+        id: uuid::Uuid,
+    },
 }
 
 /// The operational states, as typed on the command line.
@@ -54,6 +67,12 @@ pub async fn run(
     output: OutputFormat,
 ) -> anyhow::Result<()> {
     match command {
+        ComponentCommand::Delete { id } => {
+            crate::lifecycle::run_component_removal(server, *id, false, output).await
+        }
+        ComponentCommand::Purge { id } => {
+            crate::lifecycle::run_component_removal(server, *id, true, output).await
+        }
         ComponentCommand::SetState { id, state, reason } => {
             if *state == StateArg::Clear && reason.is_some() {
                 anyhow::bail!("--reason goes with a state, not with clear");

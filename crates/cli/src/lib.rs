@@ -20,6 +20,7 @@ pub mod demo;
 pub mod diagnose;
 pub mod drift;
 pub mod fleet;
+pub mod lifecycle;
 pub mod ops;
 pub mod output;
 pub mod rack;
@@ -102,12 +103,16 @@ pub enum Command {
     /// Generate and import fleets.
     #[command(subcommand)]
     Fleet(FleetCommand),
-    /// Read the rack inventory.
+    /// The rack inventory: list, show, patch, delete, purge.
     #[command(subcommand)]
     Rack(RackCommand),
-    /// Components: set the operational state the readiness gate reads.
+    /// Components: the operational state the readiness gate reads;
+    /// delete and purge.
     #[command(subcommand)]
     Component(component::ComponentCommand),
+    /// NVLink domains: create, attach and detach racks, list, members.
+    #[command(subcommand, name = "nvl-domain")]
+    NvlDomain(lifecycle::NvlDomainCommand),
     /// Create, inspect, watch and steer operation runs.
     #[command(subcommand)]
     Run(RunCommand),
@@ -196,6 +201,21 @@ pub enum RackCommand {
         /// Include the rack's components.
         #[arg(long)]
         with_components: bool,
+    },
+    /// Change a rack's name, description or location; prints what changed.
+    Patch(lifecycle::RackPatchArgs),
+    /// Delete a rack (soft: hidden everywhere; its external id stays
+    /// reserved until it is purged).
+    Delete {
+        /// Rack UUID or external id.
+        rack: String,
+    },
+    /// Delete a deleted rack for good, with its components and tasks: its
+    /// external id and serial number can be imported again.
+    Purge {
+        /// Rack UUID (a deleted rack is found by id only).
+        #[arg(value_parser = args::parse_uuid)]
+        id: uuid::Uuid,
     },
 }
 
@@ -370,6 +390,16 @@ async fn run_command(
             id,
             with_components,
         }) => rack::run_get(server, &id, with_components, output).await,
+        Command::Rack(RackCommand::Patch(args)) => {
+            lifecycle::run_rack_patch(server, &args, output).await
+        }
+        Command::Rack(RackCommand::Delete { rack }) => {
+            lifecycle::run_rack_delete(server, &rack, output).await
+        }
+        Command::Rack(RackCommand::Purge { id }) => {
+            lifecycle::run_rack_purge(server, id, output).await
+        }
+        Command::NvlDomain(command) => lifecycle::run_nvl_domain(server, &command, output).await,
         Command::Run(RunCommand::Create(args)) => run::run_create(server, &args, output).await,
         Command::Run(RunCommand::Get { id, stats }) => {
             run::run_get(server, id, stats, output).await

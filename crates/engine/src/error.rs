@@ -18,6 +18,9 @@ pub enum LookupKind {
     Ambiguous,
     /// The database could not be reached ([`StoreError::is_unavailable`]).
     Unavailable,
+    /// The target names nothing to act on (an NVLink domain without
+    /// racks): refused as an empty rack list is.
+    Empty,
     Other,
 }
 
@@ -60,9 +63,6 @@ pub enum EngineError {
     /// decides the code: not found, ambiguous, other).
     #[error("{message}")]
     Lookup { kind: LookupKind, message: String },
-    /// The inventory holds no NVLink domains, so a domain target names none.
-    #[error("NVLink domains are not in this inventory")]
-    NvlDomainsUnsupported,
     /// A rule record or definition that does not validate.
     #[error(transparent)]
     Rule(#[from] rackflow_domain::rule::RuleError),
@@ -82,6 +82,10 @@ pub enum EngineError {
     /// The component manager's inventory could not be read.
     #[error("read the component manager's inventory: {0}")]
     InventorySource(String),
+    /// A unique inventory key (a rack's external id) that a deleted rack
+    /// still holds: freed by its purge.
+    #[error("{0} is held by a deleted rack: purge it (PurgeRack) to use it again")]
+    HeldByDeleted(String),
     /// An inventory change the row's state does not allow (a purge before
     /// the delete, a purge while tasks run).
     #[error("{0}")]

@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use rackflow_domain::drift::{self, DriftReport, ExpectedComponent};
 
-use rackflow_domain::inventory::{Component, GatedOperation, Observation, OperationalState, Rack};
-use rackflow_domain::run::Page;
-use rackflow_domain::target::{ComponentTarget, TargetSpec};
+use rackflow_domain::inventory::{
+    Component, GatedOperation, NvlDomain, Observation, OperationalState, Rack,
+};
+use rackflow_domain::run::{NameQuery, Page};
+use rackflow_domain::target::{ComponentTarget, RackIdentifier, TargetSpec};
 use rackflow_domain::task::Task;
 use uuid::Uuid;
 
@@ -19,7 +21,7 @@ use rackflow_store::{
     TaskFilter,
 };
 
-use crate::error::EngineError;
+use crate::error::{EngineError, LookupKind};
 use crate::executor::{InventoryObserver, Readiness};
 use crate::manager::InventorySource;
 use crate::resolve;
@@ -306,7 +308,21 @@ impl InventoryManager {
         rack: &Rack,
         components: &[Component],
     ) -> Result<(), EngineError> {
-        self.store.rack_create(rack, components).await?;
+        match self.store.rack_create(rack, components).await {
+            Ok(()) => {}
+            // The external id is taken, but by no rack a lookup finds: a
+            // deleted one holds it until purged; say so.
+            Err(rackflow_store::StoreError::AlreadyExists(what))
+                if what.contains("external_id")
+                    && let Some(ext) = rack.external_id.as_deref()
+                    && self.store.rack_get_by_external_id(ext).await?.is_none() =>
+            {
+                return Err(EngineError::HeldByDeleted(format!(
+                    "rack external_id {ext:?}"
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        }
         tracing::info!(rack_id = %rack.id, name = %rack.name, components = components.len(), "rack created");
         Ok(())
     }
@@ -527,6 +543,98 @@ impl InventoryManager {
         }
     }
 
+    /// Creates an NVLink domain; answers its id. The name is required and
+    /// unique (a name or external id in use: ALREADY_EXISTS naming it).
+    pub async fn create_nvl_domain(&self, domain: &NvlDomain) -> Result<Uuid, EngineError> {
+        self.store.nvl_domain_create(domain).await?;
+        tracing::info!(nvl_domain_id = %domain.id, name = %domain.label(), "NVL domain created");
+        Ok(domain.id)
+    }
+
+    /// The domain an identifier names (by id, else by name); NOT_FOUND
+    /// names what was asked.
+    pub async fn nvl_domain(&self, identifier: &Identifier) -> Result<NvlDomain, EngineError> {
+        let found = match identifier {
+            Identifier::Id(id) => self.store.nvl_domain_get(*id).await?,
+            Identifier::Name(name) => self.store.nvl_domain_get_by_name(name).await?,
+        };
+        found.ok_or_else(|| EngineError::Lookup {
+            kind: LookupKind::NotFound,
+            message: format!("NVL domain {identifier} not found"),
+        })
+    }
+
+    /// The racks identifiers name (by id, else by name; an ambiguous name
+    /// is refused): all found, or the first one missing is the error.
+    async fn racks_named(&self, identifiers: &[Identifier]) -> Result<Vec<Rack>, EngineError> {
+        let mut racks = Vec::with_capacity(identifiers.len());
+        for identifier in identifiers {
+            let target = match identifier {
+                Identifier::Id(id) => RackIdentifier::Id(*id),
+                Identifier::Name(name) => RackIdentifier::Name(name.clone()),
+            };
+            let rack = resolve::resolve_rack(self.store.as_ref(), &target)
+                .await
+                .map_err(|e| EngineError::Lookup {
+                    kind: e.kind,
+                    message: e.message,
+                })?;
+            racks.push(rack);
+        }
+        Ok(racks)
+    }
+
+    /// Puts racks into a domain (a rack is in at most one: attaching moves
+    /// it). Every rack is found first: an unknown one changes nothing.
+    pub async fn attach_racks_to_nvl_domain(
+        &self,
+        domain: &Identifier,
+        racks: &[Identifier],
+    ) -> Result<(), EngineError> {
+        let domain = self.nvl_domain(domain).await?;
+        let racks = self.racks_named(racks).await?;
+        let ids: Vec<Uuid> = racks.iter().map(|r| r.id).collect();
+        let changed = self
+            .store
+            .racks_set_nvl_domain(&ids, Some(domain.id))
+            .await?;
+        tracing::info!(nvl_domain_id = %domain.id, racks = changed, "racks attached to NVL domain");
+        Ok(())
+    }
+
+    /// Takes racks out of whatever domain they are in. Every rack is found
+    /// first: an unknown one changes nothing.
+    pub async fn detach_racks_from_nvl_domain(
+        &self,
+        racks: &[Identifier],
+    ) -> Result<(), EngineError> {
+        let racks = self.racks_named(racks).await?;
+        let ids: Vec<Uuid> = racks.iter().map(|r| r.id).collect();
+        let changed = self.store.racks_set_nvl_domain(&ids, None).await?;
+        tracing::info!(racks = changed, "racks detached from their NVL domain");
+        Ok(())
+    }
+
+    /// A page of domains whose name matches `name`, by name then id, and
+    /// the total.
+    pub async fn nvl_domains(
+        &self,
+        name: &NameQuery,
+        page: Page,
+    ) -> Result<(Vec<NvlDomain>, i64), EngineError> {
+        Ok(self.store.nvl_domain_list(name, false, page).await?)
+    }
+
+    /// The racks of a domain, by name then id.
+    pub async fn racks_of_nvl_domain(
+        &self,
+        domain: &Identifier,
+    ) -> Result<(NvlDomain, Vec<Rack>), EngineError> {
+        let domain = self.nvl_domain(domain).await?;
+        let racks = self.store.racks_of_nvl_domains(&[domain.id]).await?;
+        Ok((domain, racks))
+    }
+
     /// A page of components and the filtered total. A rack target narrows
     /// to the rack (resolved as task submission and planning resolve it)
     /// and adds its component types to the filter.
@@ -568,7 +676,26 @@ impl InventoryManager {
                     }
                 }
             }
-            Some(TargetSpec::NvlDomains(_)) => return Err(EngineError::NvlDomainsUnsupported),
+            Some(TargetSpec::NvlDomains(domains)) => {
+                for target in domains {
+                    let domain =
+                        resolve::resolve_nvl_domain(self.store.as_ref(), &target.identifier)
+                            .await
+                            .map_err(|e| EngineError::Lookup {
+                                kind: e.kind,
+                                message: e.message,
+                            })?;
+                    let racks = self.store.racks_of_nvl_domains(&[domain.id]).await?;
+                    if racks.is_empty() {
+                        return Err(EngineError::Lookup {
+                            kind: LookupKind::Empty,
+                            message: format!("NVLink domain {} has no racks", domain.label()),
+                        });
+                    }
+                    filter.rack_ids.extend(racks.iter().map(|r| r.id));
+                    filter.types.extend(target.component_types.iter().copied());
+                }
+            }
         }
         Ok(filter)
     }
@@ -630,6 +757,22 @@ impl InventoryManager {
             RackRef::ExternalId(text) => (self.store.rack_get_by_external_id(text).await?, text),
         };
         found.ok_or_else(|| EngineError::RackNotFound(text.clone()))
+    }
+}
+
+/// A rack or an NVL domain as the reference's `Identifier` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identifier {
+    Id(Uuid),
+    Name(String),
+}
+
+impl std::fmt::Display for Identifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Identifier::Id(id) => write!(f, "{id}"),
+            Identifier::Name(name) => write!(f, "name={name}"),
+        }
     }
 }
 

@@ -25,9 +25,9 @@ pub mod tasks;
 /// depends on the store crate itself.
 pub mod store {
     pub use rackflow_store::{
-        AuditFilter, ComponentFilterQuery, ComponentPatch, DbTarget, PurgeOutcome, RackFilter,
-        RackImport, RackPatch, ResealOutcome, ScheduleFilter, Store, StoreError, TaskFilter,
-        open_store,
+        AuditFilter, ComponentFilterQuery, ComponentPatch, DbTarget, InventoryColumn, ListOrder,
+        PurgeOutcome, RackFilter, RackImport, RackPatch, ResealOutcome, ScheduleFilter, Store,
+        StoreError, TaskFilter, TextFilter, open_store,
     };
 }
 

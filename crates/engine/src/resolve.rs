@@ -2,10 +2,10 @@
 //! name or external id; components by UUID, external id or BMC MAC. Shared by
 //! operation-run planning and task submission.
 
-use rackflow_domain::inventory::{Component, Rack};
+use rackflow_domain::inventory::{Component, NvlDomain, Rack};
 use rackflow_domain::planner::{CandidateEntry, PlanError};
 use rackflow_domain::run::Page;
-use rackflow_domain::target::{ComponentTarget, RackIdentifier, TargetSpec};
+use rackflow_domain::target::{ComponentTarget, NvlDomainIdentifier, RackIdentifier, TargetSpec};
 use rackflow_domain::{ComponentType, ComponentsByType};
 use rackflow_store::{ComponentFilterQuery, Store};
 
@@ -144,18 +144,73 @@ pub async fn resolve_spec(
             Ok(out)
         }
         TargetSpec::NvlDomains(targets) => {
-            // The inventory has no NVLink domains yet, so every domain
-            // target is unknown.
-            let name = targets
-                .first()
-                .map(|t| format!("{:?}", t.identifier))
-                .unwrap_or_default();
-            Err(LookupError {
-                kind: LookupKind::NotFound,
-                message: format!("NVLink domain rack target 0: NVLink domain {name} not found"),
-            })
+            // A domain stands for its member racks now (with the target's
+            // type filter); a domain without racks is refused, as an empty
+            // rack list is (INVALID_ARGUMENT).
+            let mut out = Vec::new();
+            for (i, target) in targets.iter().enumerate() {
+                let wrap = |e: LookupError| e.wrap(&format!("NVLink domain target {i}"));
+                let domain = resolve_nvl_domain(store, &target.identifier)
+                    .await
+                    .map_err(wrap)?;
+                let racks = store
+                    .racks_of_nvl_domains(&[domain.id])
+                    .await
+                    .map_err(|e| wrap(e.into()))?;
+                if racks.is_empty() {
+                    return Err(wrap(LookupError {
+                        kind: LookupKind::Empty,
+                        message: format!("NVLink domain {} has no racks", domain.label()),
+                    }));
+                }
+                let ids: Vec<Uuid> = racks.iter().map(|r| r.id).collect();
+                let mut by_rack: std::collections::HashMap<Uuid, Vec<Component>> =
+                    std::collections::HashMap::new();
+                for c in store
+                    .components_of_racks(&ids)
+                    .await
+                    .map_err(|e| wrap(e.into()))?
+                {
+                    if let Some(rack_id) = c.rack_id {
+                        by_rack.entry(rack_id).or_default().push(c);
+                    }
+                }
+                for rack in &racks {
+                    let components = by_rack.remove(&rack.id).unwrap_or_default();
+                    let set = filter_by_types(&components, &target.component_types);
+                    if !set.is_empty() {
+                        out.push(CandidateEntry {
+                            rack_id: rack.id,
+                            components: set,
+                        });
+                    }
+                }
+            }
+            Ok(out)
         }
     }
+}
+
+/// The NVLink domain an identifier names (deleted ones are gone).
+pub async fn resolve_nvl_domain(
+    store: &dyn Store,
+    identifier: &NvlDomainIdentifier,
+) -> Result<NvlDomain, LookupError> {
+    let (found, what) = match identifier {
+        NvlDomainIdentifier::Id(id) => (store.nvl_domain_get(*id).await?, id.to_string()),
+        NvlDomainIdentifier::Name(name) => (
+            store.nvl_domain_get_by_name(name).await?,
+            format!("name={name}"),
+        ),
+        NvlDomainIdentifier::ExternalId(ext) => (
+            store.nvl_domain_get_by_external_id(ext).await?,
+            format!("external_id={ext}"),
+        ),
+    };
+    found.ok_or_else(|| LookupError {
+        kind: LookupKind::NotFound,
+        message: format!("NVLink domain {what} not found"),
+    })
 }
 
 /// [`resolve_spec`] without a read, for a target naming components by id

@@ -167,6 +167,35 @@ impl AuditedRequest for pb::PatchRackRequest {
     }
 }
 
+impl AuditedRequest for pb::CreateNvlDomainRequest {}
+
+impl AuditedRequest for pb::AttachRacksToNvlDomainRequest {
+    fn subject_ids(&self) -> Vec<String> {
+        self.nvl_domain_identifier
+            .iter()
+            .chain(&self.rack_identifiers)
+            .flat_map(identifier_text)
+            .collect()
+    }
+}
+
+impl AuditedRequest for pb::DetachRacksFromNvlDomainRequest {
+    fn subject_ids(&self) -> Vec<String> {
+        self.rack_identifiers
+            .iter()
+            .flat_map(identifier_text)
+            .collect()
+    }
+}
+
+/// An `Identifier`'s id, else its name.
+fn identifier_text(identifier: &pb::Identifier) -> Option<String> {
+    match &identifier.id {
+        Some(id) if !id.id.is_empty() => Some(id.id.clone()),
+        _ => Some(identifier.name.clone()).filter(|n| !n.is_empty()),
+    }
+}
+
 /// Run controls: the run they name.
 macro_rules! audited_control {
     ($($t:ty),+ $(,)?) => {$(
@@ -245,6 +274,7 @@ impl AuditedReply for pb::PatchRackResponse {}
 impl AuditedReply for pb::PurgeRackResponse {}
 impl AuditedReply for pb::DeleteComponentResponse {}
 impl AuditedReply for pb::PurgeComponentResponse {}
+impl AuditedReply for pb::CreateNvlDomainResponse {}
 impl AuditedReply for pb::PatchComponentResponse {}
 impl AuditedReply for pb::CancelTaskResponse {}
 impl AuditedReply for pb::UpdateTaskScheduleScopeResponse {}

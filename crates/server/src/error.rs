@@ -49,8 +49,7 @@ fn engine_code(err: &EngineError) -> Code {
         EngineError::RunNotFound(_)
         | EngineError::RackNotFound(_)
         | EngineError::ComponentNotFound(_)
-        | EngineError::RuleNotFound(_)
-        | EngineError::NvlDomainsUnsupported => Code::NotFound,
+        | EngineError::RuleNotFound(_) => Code::NotFound,
         EngineError::NoPlannedTargets | EngineError::PlanInvalid(_) | EngineError::Rule(_) => {
             Code::InvalidArgument
         }
@@ -62,6 +61,7 @@ fn engine_code(err: &EngineError) -> Code {
         | EngineError::Drift(_)
         | EngineError::InventoryState(_) => Code::FailedPrecondition,
         EngineError::InventorySource(_) => Code::Unavailable,
+        EngineError::HeldByDeleted(_) => Code::AlreadyExists,
         EngineError::StatsGap { .. } => Code::Internal,
         EngineError::Task(t) => task_code(t),
         EngineError::Schedule(s) => schedule_code(s),
@@ -98,6 +98,7 @@ fn lookup_code(kind: LookupKind) -> Code {
         LookupKind::NotFound => Code::NotFound,
         LookupKind::Ambiguous => Code::FailedPrecondition,
         LookupKind::Unavailable => Code::Unavailable,
+        LookupKind::Empty => Code::InvalidArgument,
         LookupKind::Other => Code::Internal,
     }
 }

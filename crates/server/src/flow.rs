@@ -175,6 +175,50 @@ impl Flow for FlowService {
         .await
     }
 
+    async fn create_nvl_domain(
+        &self,
+        req: Request<pb::CreateNvlDomainRequest>,
+    ) -> Reply<pb::CreateNvlDomainResponse> {
+        self.audited("v1.Flow/CreateNVLDomain", req, |q, _| {
+            rpc::inventory::create_nvl_domain(&self.inventory, q)
+        })
+        .await
+    }
+
+    async fn attach_racks_to_nvl_domain(
+        &self,
+        req: Request<pb::AttachRacksToNvlDomainRequest>,
+    ) -> Reply<()> {
+        self.audited("v1.Flow/AttachRacksToNVLDomain", req, |q, _| {
+            rpc::inventory::attach_racks_to_nvl_domain(&self.inventory, q)
+        })
+        .await
+    }
+
+    async fn detach_racks_from_nvl_domain(
+        &self,
+        req: Request<pb::DetachRacksFromNvlDomainRequest>,
+    ) -> Reply<()> {
+        self.audited("v1.Flow/DetachRacksFromNVLDomain", req, |q, _| {
+            rpc::inventory::detach_racks_from_nvl_domain(&self.inventory, q)
+        })
+        .await
+    }
+
+    async fn get_list_of_nvl_domains(
+        &self,
+        req: Request<pb::GetListOfNvlDomainsRequest>,
+    ) -> Reply<pb::GetListOfNvlDomainsResponse> {
+        reply(rpc::inventory::get_list_of_nvl_domains(&self.inventory, req.into_inner()).await)
+    }
+
+    async fn get_racks_for_nvl_domain(
+        &self,
+        req: Request<pb::GetRacksForNvlDomainRequest>,
+    ) -> Reply<pb::GetRacksForNvlDomainResponse> {
+        reply(rpc::inventory::get_racks_for_nvl_domain(&self.inventory, req.into_inner()).await)
+    }
+
     async fn get_components(
         &self,
         req: Request<pb::GetComponentsRequest>,

@@ -22,6 +22,8 @@ both_stores!(
     rack_patch_reports_what_changed,
     delete_purge_and_reimport_a_rack,
     components_delete_and_purge,
+    nvl_domains_create_attach_detach_and_list,
+    listings_take_wildcards_and_order_by,
 );
 
 async fn racks_create_get_list_delete(backend: Backend) {
@@ -919,6 +921,10 @@ async fn delete_purge_and_reimport_a_rack(backend: Backend) {
         .await
         .expect_err("external id still reserved");
     assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+    assert_eq!(
+        err.message(),
+        "rack external_id \"r-0001\" is held by a deleted rack: purge it (PurgeRack) to use it again"
+    );
 
     c.purge_rack(pb::PurgeRackRequest {
         id: Some(id.clone()),
@@ -1039,4 +1045,297 @@ async fn components_delete_and_purge(backend: Backend) {
         .await
         .expect_err("second purge");
     assert_eq!(err.code(), Code::NotFound, "{err:?}");
+}
+
+fn by_name(name: &str) -> pb::Identifier {
+    pb::Identifier {
+        id: None,
+        name: name.into(),
+    }
+}
+
+fn by_id(id: &pb::Uuid) -> pb::Identifier {
+    pb::Identifier {
+        id: Some(id.clone()),
+        name: String::new(),
+    }
+}
+
+async fn domain_racks(c: &mut Client, domain: pb::Identifier) -> Vec<String> {
+    c.get_racks_for_nvl_domain(pb::GetRacksForNvlDomainRequest {
+        nvl_domain_identifier: Some(domain),
+    })
+    .await
+    .expect("racks of domain")
+    .into_inner()
+    .racks
+    .iter()
+    .map(|r| r.info.as_ref().unwrap().name.clone())
+    .collect()
+}
+
+/// Issue 32 item 2: NVLink domains — created with a unique name, racks
+/// attached by id or name (attaching moves a rack), detached, listed with
+/// the reference's name query; unknown racks or domains are NotFound and
+/// change nothing.
+async fn nvl_domains_create_attach_detach_and_list(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    let c = &mut s.client;
+    let mut racks = Vec::new();
+    for n in 1..=3 {
+        racks.push(rack_id_of(
+            c.create_expected_rack(pb::CreateExpectedRackRequest {
+                rack: Some(rack(n, None, 1)),
+            })
+            .await
+            .expect("create")
+            .into_inner(),
+        ));
+    }
+    let create = |name: &str| pb::CreateNvlDomainRequest {
+        nvl_domain: Some(pb::NvlDomain {
+            identifier: Some(by_name(name)),
+            external_id: Some(format!("ext-{name}")),
+            nmxc_cluster_id: Some("nmxc-1".into()),
+        }),
+    };
+    let a = c
+        .create_nvl_domain(create("nvl-a"))
+        .await
+        .expect("create a")
+        .into_inner()
+        .id
+        .expect("id");
+    c.create_nvl_domain(create("nvl-b"))
+        .await
+        .expect("create b");
+    let err = c
+        .create_nvl_domain(create("nvl-a"))
+        .await
+        .expect_err("duplicate name");
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+    assert!(err.message().contains("nvl-a"), "{err:?}");
+    let err = c
+        .create_nvl_domain(pb::CreateNvlDomainRequest {
+            nvl_domain: Some(pb::NvlDomain::default()),
+        })
+        .await
+        .expect_err("no name");
+    assert_eq!(
+        (err.code(), err.message()),
+        (
+            Code::InvalidArgument,
+            "nvl_domain.identifier.name is required"
+        )
+    );
+
+    // Attach by id and by name; list the members by name.
+    c.attach_racks_to_nvl_domain(pb::AttachRacksToNvlDomainRequest {
+        nvl_domain_identifier: Some(by_id(&a)),
+        rack_identifiers: vec![by_id(&racks[0]), by_name("rack-002")],
+    })
+    .await
+    .expect("attach");
+    assert_eq!(
+        domain_racks(c, by_name("nvl-a")).await,
+        ["rack-001", "rack-002"]
+    );
+    // Attaching moves a rack from its domain.
+    c.attach_racks_to_nvl_domain(pb::AttachRacksToNvlDomainRequest {
+        nvl_domain_identifier: Some(by_name("nvl-b")),
+        rack_identifiers: vec![by_id(&racks[1])],
+    })
+    .await
+    .expect("move");
+    assert_eq!(domain_racks(c, by_id(&a)).await, ["rack-001"]);
+    assert_eq!(domain_racks(c, by_name("nvl-b")).await, ["rack-002"]);
+    let got = c
+        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
+            id: Some(racks[1].clone()),
+            with_components: false,
+        })
+        .await
+        .expect("get")
+        .into_inner()
+        .rack
+        .expect("rack");
+    assert_eq!(got.nvl_domain_ids.len(), 1, "{got:?}");
+
+    // An unknown rack: NotFound, and the known one beside it is not attached.
+    let err = c
+        .attach_racks_to_nvl_domain(pb::AttachRacksToNvlDomainRequest {
+            nvl_domain_identifier: Some(by_name("nvl-a")),
+            rack_identifiers: vec![by_id(&racks[2]), by_name("no-such-rack")],
+        })
+        .await
+        .expect_err("unknown rack");
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert!(err.message().contains("no-such-rack"), "{err:?}");
+    assert_eq!(domain_racks(c, by_name("nvl-a")).await, ["rack-001"]);
+    let err = c
+        .get_racks_for_nvl_domain(pb::GetRacksForNvlDomainRequest {
+            nvl_domain_identifier: Some(by_name("nvl-z")),
+        })
+        .await
+        .expect_err("unknown domain");
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert!(err.message().contains("nvl-z"), "{err:?}");
+    let err = c
+        .attach_racks_to_nvl_domain(pb::AttachRacksToNvlDomainRequest {
+            nvl_domain_identifier: Some(by_name("nvl-a")),
+            rack_identifiers: Vec::new(),
+        })
+        .await
+        .expect_err("no racks");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+
+    // Detach.
+    c.detach_racks_from_nvl_domain(pb::DetachRacksFromNvlDomainRequest {
+        rack_identifiers: vec![by_name("rack-001")],
+    })
+    .await
+    .expect("detach");
+    assert!(domain_racks(c, by_name("nvl-a")).await.is_empty());
+
+    // The list: by name, the reference's wildcard rules, pagination.
+    let list = |info: Option<pb::StringQueryInfo>, limit: i32| pb::GetListOfNvlDomainsRequest {
+        info,
+        pagination: Some(pb::Pagination { offset: 0, limit }),
+    };
+    let all = c
+        .get_list_of_nvl_domains(list(None, 0))
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(all.total, 2);
+    let names: Vec<&str> = all
+        .nvl_domains
+        .iter()
+        .map(|d| d.identifier.as_ref().unwrap().name.as_str())
+        .collect();
+    assert_eq!(names, ["nvl-a", "nvl-b"]);
+    assert_eq!(all.nvl_domains[0].external_id.as_deref(), Some("ext-nvl-a"));
+    assert_eq!(
+        all.nvl_domains[0].nmxc_cluster_id.as_deref(),
+        Some("nmxc-1")
+    );
+    let b = c
+        .get_list_of_nvl_domains(list(
+            Some(pb::StringQueryInfo {
+                patterns: vec!["-b".into()],
+                is_wildcard: true,
+                use_or: false,
+            }),
+            0,
+        ))
+        .await
+        .expect("wildcard")
+        .into_inner();
+    assert_eq!(b.total, 1);
+    let page = c
+        .get_list_of_nvl_domains(list(None, 1))
+        .await
+        .expect("page")
+        .into_inner();
+    assert_eq!((page.nvl_domains.len(), page.total), (1, 2));
+}
+
+/// Issue 32 item 4: the racks' and components' `StringQueryInfo` wildcards
+/// and `order_by` (field and direction), as the reference's requests carry
+/// them.
+async fn listings_take_wildcards_and_order_by(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    let c = &mut s.client;
+    for n in [1, 2, 12] {
+        c.create_expected_rack(pb::CreateExpectedRackRequest {
+            rack: Some(rack(n, None, 1)),
+        })
+        .await
+        .expect("create");
+    }
+    let names = |reply: pb::GetListOfRacksResponse| -> Vec<String> {
+        reply
+            .racks
+            .iter()
+            .map(|r| r.info.as_ref().unwrap().name.clone())
+            .collect()
+    };
+    let by_name = |patterns: &[&str], wildcard: bool, direction: &str| pb::GetListOfRacksRequest {
+        filters: vec![pb::Filter {
+            field: Some(pb::filter::Field::RackField(
+                pb::RackFilterField::Name as i32,
+            )),
+            query_info: Some(pb::StringQueryInfo {
+                patterns: patterns.iter().map(|p| p.to_string()).collect(),
+                is_wildcard: wildcard,
+                use_or: false,
+            }),
+        }],
+        order_by: Some(pb::OrderBy {
+            field: Some(pb::order_by::Field::RackField(
+                pb::RackOrderByField::Name as i32,
+            )),
+            direction: direction.into(),
+        }),
+        ..Default::default()
+    };
+    let wild = c
+        .get_list_of_racks(by_name(&["rack-0"], true, "DESC"))
+        .await
+        .expect("wildcard")
+        .into_inner();
+    assert_eq!(names(wild), ["rack-012", "rack-002", "rack-001"]);
+    let exact = c
+        .get_list_of_racks(by_name(&["rack-001", "rack-012"], false, "asc"))
+        .await
+        .expect("exact")
+        .into_inner();
+    assert_eq!(names(exact), ["rack-001", "rack-012"]);
+    let err = c
+        .get_list_of_racks(by_name(&["x"], false, "sideways"))
+        .await
+        .expect_err("bad direction");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("ASC or DESC"), "{err:?}");
+
+    // Components: a wildcard on the name, ordered by type, descending.
+    let listed = c
+        .get_components(pb::GetComponentsRequest {
+            filters: vec![pb::Filter {
+                field: Some(pb::filter::Field::ComponentField(
+                    pb::ComponentFilterField::Name as i32,
+                )),
+                query_info: Some(pb::StringQueryInfo {
+                    patterns: vec!["r-0012".into()],
+                    is_wildcard: true,
+                    use_or: false,
+                }),
+            }],
+            order_by: Some(pb::OrderBy {
+                field: Some(pb::order_by::Field::ComponentField(
+                    pb::ComponentOrderByField::Type as i32,
+                )),
+                direction: "DESC".into(),
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("components")
+        .into_inner();
+    assert!(listed.total > 0, "{listed:#?}");
+    // Stored type names order as their wire numbers do (Compute <
+    // NVSwitch < PowerShelf): descending, the numbers never rise.
+    let types: Vec<i32> = listed.components.iter().map(|c| c.r#type).collect();
+    assert!(types.windows(2).all(|w| w[0] >= w[1]), "{types:?}");
+    assert!(types.first() > types.last(), "several types: {types:?}");
+    for comp in &listed.components {
+        assert!(
+            comp.info.as_ref().unwrap().name.contains("r-0012"),
+            "{comp:#?}"
+        );
+    }
 }

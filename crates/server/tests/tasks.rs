@@ -1639,7 +1639,7 @@ async fn rule_validation_errors_write_nothing(backend: Backend) {
         .expect_err("not JSON");
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(
-        err.message().starts_with("invalid rule definition: "),
+        err.message().starts_with("invalid rule definition JSON: "),
         "{err:?}"
     );
 

@@ -31,7 +31,7 @@ pub enum RuleError {
 
     // ---- document shape --------------------------------------------------
     /// Not JSON, or JSON of the wrong shape.
-    #[error("invalid rule definition: {0}")]
+    #[error("invalid rule definition JSON: {0}")]
     Json(String),
     /// Not YAML, or YAML of the wrong shape.
     #[error("failed to parse YAML: {0}")]

@@ -381,11 +381,11 @@ mod tests {
             parse_rule_definition("{")
                 .unwrap_err()
                 .to_string()
-                .starts_with("invalid rule definition: ")
+                .starts_with("invalid rule definition JSON: ")
         );
         assert_eq!(
             parse_rule_definition("[]").unwrap_err().to_string(),
-            "invalid rule definition: expected a JSON object"
+            "invalid rule definition JSON: expected a JSON object"
         );
         assert_eq!(
             parse_rule_definition(r#"{"steps": {}}"#)

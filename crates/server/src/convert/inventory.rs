@@ -4,11 +4,14 @@ use chrono::Utc;
 use rackflow_api::v1 as pb;
 use rackflow_domain::ComponentType;
 use rackflow_domain::inventory::{
-    Bmc, BmcType, Component, Location, OperationalState, OperationalStatus, Position, Rack,
-    normalize_mac,
+    Bmc, BmcType, Component, Location, NvlDomain, OperationalState, OperationalStatus, Position,
+    Rack, normalize_mac,
 };
 use rackflow_engine::inventory::{ComponentQuery, RackRef};
-use rackflow_engine::store::{ComponentFilterQuery, ComponentPatch, RackFilter, RackPatch};
+use rackflow_engine::store::{
+    ComponentFilterQuery, ComponentPatch, InventoryColumn, ListOrder, RackFilter, RackPatch,
+    TextFilter,
+};
 use uuid::Uuid;
 
 use super::{Checked, Invalid, invalid, parse_uuid, pb_uuid};
@@ -106,6 +109,83 @@ pub fn rack_patch(rack: Option<&pb::Rack>) -> Checked<(Uuid, RackPatch)> {
         }),
     };
     Ok((id, patch))
+}
+
+/// A rack or NVL domain `Identifier`: its id when set (a valid UUID), else
+/// its name.
+pub fn identifier(
+    identifier: Option<&pb::Identifier>,
+    field: &str,
+) -> Checked<rackflow_engine::inventory::Identifier> {
+    use rackflow_engine::inventory::Identifier;
+    let Some(identifier) = identifier else {
+        return invalid(format!("{field} is required"));
+    };
+    match identifier.id.as_ref().filter(|u| !u.id.trim().is_empty()) {
+        Some(u) => match parse_uuid(&u.id) {
+            Ok(id) if !id.is_nil() => Ok(Identifier::Id(id)),
+            _ => invalid(format!("{field}.id must be a valid UUID")),
+        },
+        None => match non_empty(&identifier.name) {
+            Some(name) => Ok(Identifier::Name(name)),
+            None => invalid(format!("{field} must give an id or a name")),
+        },
+    }
+}
+
+/// Every identifier of a list (at least one), each named by its index.
+pub fn identifiers(
+    list: &[pb::Identifier],
+    field: &str,
+) -> Checked<Vec<rackflow_engine::inventory::Identifier>> {
+    if list.is_empty() {
+        return invalid(format!("{field} must name at least one rack"));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, id)| identifier(Some(id), &format!("{field}[{i}]")))
+        .collect()
+}
+
+/// The domain of `CreateNVLDomain`: a name (required), an id when the
+/// request gives one, the optional external and NMX-C cluster ids.
+pub fn new_nvl_domain(domain: Option<&pb::NvlDomain>) -> Checked<NvlDomain> {
+    let Some(domain) = domain else {
+        return invalid("nvl_domain is required");
+    };
+    let identifier = domain.identifier.clone().unwrap_or_default();
+    let Some(name) = non_empty(&identifier.name) else {
+        return invalid("nvl_domain.identifier.name is required");
+    };
+    let id = match identifier.id.as_ref().filter(|u| !u.id.trim().is_empty()) {
+        Some(u) => match parse_uuid(&u.id) {
+            Ok(id) if !id.is_nil() => id,
+            _ => return invalid("nvl_domain.identifier.id must be a valid UUID"),
+        },
+        None => Uuid::new_v4(),
+    };
+    let now = Utc::now();
+    Ok(NvlDomain {
+        id,
+        name: Some(name),
+        external_id: domain.external_id.as_deref().and_then(non_empty),
+        nmxc_cluster_id: domain.nmxc_cluster_id.as_deref().and_then(non_empty),
+        created_at: now,
+        updated_at: now,
+        deleted_at: None,
+    })
+}
+
+/// The wire form of a domain.
+pub fn pb_nvl_domain(d: &NvlDomain) -> pb::NvlDomain {
+    pb::NvlDomain {
+        identifier: Some(pb::Identifier {
+            id: Some(pb_uuid(d.id)),
+            name: d.name.clone().unwrap_or_default(),
+        }),
+        external_id: d.external_id.clone(),
+        nmxc_cluster_id: d.nmxc_cluster_id.clone(),
+    }
 }
 
 /// A new rack with its components from `CreateExpectedRack`.
@@ -303,56 +383,132 @@ pub fn pb_rack(r: &Rack, components: &[Component]) -> pb::Rack {
 }
 
 /// Rack listing filters (`Filter` with a rack field; patterns are exact values).
-pub fn rack_filter(filters: &[pb::Filter], with_external_id_only: bool) -> Checked<RackFilter> {
+pub fn rack_filter(
+    filters: &[pb::Filter],
+    with_external_id_only: bool,
+    order_by: Option<&pb::OrderBy>,
+) -> Checked<RackFilter> {
     let mut out = RackFilter {
         with_external_id_only,
         ..Default::default()
     };
     for (i, f) in filters.iter().enumerate() {
-        let patterns = f
-            .query_info
-            .as_ref()
-            .map(|q| q.patterns.clone())
-            .unwrap_or_default();
-        match f.field {
+        let column = match f.field {
             Some(pb::filter::Field::RackField(v)) => match pb::RackFilterField::try_from(v) {
-                Ok(pb::RackFilterField::Name) => out.names.extend(patterns),
-                Ok(pb::RackFilterField::Manufacturer) => out.manufacturers.extend(patterns),
-                Ok(pb::RackFilterField::Model) => out.models.extend(patterns),
+                Ok(pb::RackFilterField::Name) => InventoryColumn::Name,
+                Ok(pb::RackFilterField::Manufacturer) => InventoryColumn::Manufacturer,
+                Ok(pb::RackFilterField::Model) => InventoryColumn::Model,
                 _ => return invalid(format!("filters[{i}].rack_field is unsupported")),
             },
             _ => return invalid(format!("filters[{i}] must set a rack_field")),
-        }
+        };
+        out.text.push(text_filter(column, f.query_info.as_ref()));
     }
+    out.order = match order_by {
+        None => None,
+        Some(o) => {
+            let column = match o.field {
+                Some(pb::order_by::Field::RackField(v)) => {
+                    match pb::RackOrderByField::try_from(v) {
+                        Ok(pb::RackOrderByField::Name) => InventoryColumn::Name,
+                        Ok(pb::RackOrderByField::Manufacturer) => InventoryColumn::Manufacturer,
+                        Ok(pb::RackOrderByField::Model) => InventoryColumn::Model,
+                        _ => return invalid("order_by.rack_field is unsupported"),
+                    }
+                }
+                _ => return invalid("order_by must set a rack_field"),
+            };
+            Some(ListOrder {
+                column,
+                descending: descending(&o.direction)?,
+            })
+        }
+    };
     Ok(out)
 }
 
-/// Component listing filters (`Filter` with a component field).
-pub fn component_filter(filters: &[pb::Filter], query: &mut ComponentFilterQuery) -> Checked<()> {
+/// One `Filter`'s `StringQueryInfo` on `column` (exact values, or LIKE
+/// patterns when wildcard; several AND'ed, OR'ed with `use_or`).
+fn text_filter(column: InventoryColumn, query: Option<&pb::StringQueryInfo>) -> TextFilter {
+    let query = query.cloned().unwrap_or_default();
+    TextFilter {
+        column,
+        query: rackflow_domain::run::NameQuery {
+            patterns: query.patterns,
+            is_wildcard: query.is_wildcard,
+            use_or: query.use_or,
+        },
+    }
+}
+
+/// `OrderBy.direction`: `ASC` (or empty) or `DESC`, any case.
+fn descending(direction: &str) -> Checked<bool> {
+    match direction.trim().to_ascii_uppercase().as_str() {
+        "" | "ASC" => Ok(false),
+        "DESC" => Ok(true),
+        _ => invalid(format!(
+            "order_by.direction must be ASC or DESC, got {direction:?}"
+        )),
+    }
+}
+
+/// Component listing filters (`Filter` with a component field) and order.
+pub fn component_filter(
+    filters: &[pb::Filter],
+    order_by: Option<&pb::OrderBy>,
+    query: &mut ComponentFilterQuery,
+) -> Checked<()> {
     for (i, f) in filters.iter().enumerate() {
-        let patterns = f
-            .query_info
-            .as_ref()
-            .map(|q| q.patterns.clone())
-            .unwrap_or_default();
-        match f.field {
+        let column = match f.field {
             Some(pb::filter::Field::ComponentField(v)) => {
                 match pb::ComponentFilterField::try_from(v) {
-                    Ok(pb::ComponentFilterField::Name) => query.names.extend(patterns),
+                    Ok(pb::ComponentFilterField::Name) => InventoryColumn::Name,
+                    Ok(pb::ComponentFilterField::Manufacturer) => InventoryColumn::Manufacturer,
+                    Ok(pb::ComponentFilterField::Model) => InventoryColumn::Model,
                     Ok(pb::ComponentFilterField::Type) => {
+                        let patterns = f
+                            .query_info
+                            .as_ref()
+                            .map(|q| q.patterns.clone())
+                            .unwrap_or_default();
                         for p in patterns {
                             let ty = ComponentType::parse(&p).ok_or_else(|| {
                                 Invalid(format!("filters[{i}]: unknown component type {p:?}"))
                             })?;
                             query.types.push(ty);
                         }
+                        continue;
                     }
                     _ => return invalid(format!("filters[{i}].component_field is unsupported")),
                 }
             }
             _ => return invalid(format!("filters[{i}] must set a component_field")),
-        }
+        };
+        query.text.push(text_filter(column, f.query_info.as_ref()));
     }
+    query.order = match order_by {
+        None => None,
+        Some(o) => {
+            let column = match o.field {
+                Some(pb::order_by::Field::ComponentField(v)) => {
+                    match pb::ComponentOrderByField::try_from(v) {
+                        Ok(pb::ComponentOrderByField::Name) => InventoryColumn::Name,
+                        Ok(pb::ComponentOrderByField::Manufacturer) => {
+                            InventoryColumn::Manufacturer
+                        }
+                        Ok(pb::ComponentOrderByField::Model) => InventoryColumn::Model,
+                        Ok(pb::ComponentOrderByField::Type) => InventoryColumn::Type,
+                        _ => return invalid("order_by.component_field is unsupported"),
+                    }
+                }
+                _ => return invalid("order_by must set a component_field"),
+            };
+            Some(ListOrder {
+                column,
+                descending: descending(&o.direction)?,
+            })
+        }
+    };
     Ok(())
 }
 
@@ -414,7 +570,7 @@ pub fn rack_ref(id: Option<&pb::Uuid>) -> Checked<RackRef> {
 /// `GetComponents`: the filters, then the target spec.
 pub fn component_query(req: &pb::GetComponentsRequest) -> Checked<ComponentQuery> {
     let mut filter = ComponentFilterQuery::default();
-    component_filter(&req.filters, &mut filter)?;
+    component_filter(&req.filters, req.order_by.as_ref(), &mut filter)?;
     let target = match &req.target_spec {
         None => None,
         Some(spec) => super::target_spec(spec).map_err(|e| Invalid(format!("target_spec: {e}")))?,

@@ -146,7 +146,11 @@ pub(crate) async fn get_list_of_racks(
     inventory: &InventoryManager,
     req: pb::GetListOfRacksRequest,
 ) -> ApiResult<pb::GetListOfRacksResponse> {
-    let filter = convert::rack_filter(&req.filters, req.with_external_id_only)?;
+    let filter = convert::rack_filter(
+        &req.filters,
+        req.with_external_id_only,
+        req.order_by.as_ref(),
+    )?;
     let page = convert::page(req.pagination.as_ref())?;
     let (racks, total) = inventory.racks(&filter, page, req.with_components).await?;
     Ok(pb::GetListOfRacksResponse {
@@ -203,6 +207,69 @@ pub(crate) async fn purge_component(
     let id = convert::required_id(req.id.as_ref(), "component id is required")?;
     inventory.purge_component(id).await?;
     Ok(pb::PurgeComponentResponse {})
+}
+
+pub(crate) async fn create_nvl_domain(
+    inventory: &InventoryManager,
+    req: pb::CreateNvlDomainRequest,
+) -> ApiResult<pb::CreateNvlDomainResponse> {
+    let domain = convert::new_nvl_domain(req.nvl_domain.as_ref())?;
+    let id = inventory.create_nvl_domain(&domain).await?;
+    Ok(pb::CreateNvlDomainResponse {
+        id: Some(convert::pb_uuid(id)),
+    })
+}
+
+pub(crate) async fn attach_racks_to_nvl_domain(
+    inventory: &InventoryManager,
+    req: pb::AttachRacksToNvlDomainRequest,
+) -> ApiResult<()> {
+    let domain = convert::identifier(req.nvl_domain_identifier.as_ref(), "nvl_domain_identifier")?;
+    let racks = convert::identifiers(&req.rack_identifiers, "rack_identifiers")?;
+    inventory
+        .attach_racks_to_nvl_domain(&domain, &racks)
+        .await?;
+    Ok(())
+}
+
+pub(crate) async fn detach_racks_from_nvl_domain(
+    inventory: &InventoryManager,
+    req: pb::DetachRacksFromNvlDomainRequest,
+) -> ApiResult<()> {
+    let racks = convert::identifiers(&req.rack_identifiers, "rack_identifiers")?;
+    inventory.detach_racks_from_nvl_domain(&racks).await?;
+    Ok(())
+}
+
+pub(crate) async fn get_list_of_nvl_domains(
+    inventory: &InventoryManager,
+    req: pb::GetListOfNvlDomainsRequest,
+) -> ApiResult<pb::GetListOfNvlDomainsResponse> {
+    let name = req
+        .info
+        .map(|q| rackflow_domain::run::NameQuery {
+            patterns: q.patterns,
+            is_wildcard: q.is_wildcard,
+            use_or: q.use_or,
+        })
+        .unwrap_or_default();
+    let page = convert::page(req.pagination.as_ref())?;
+    let (domains, total) = inventory.nvl_domains(&name, page).await?;
+    Ok(pb::GetListOfNvlDomainsResponse {
+        nvl_domains: domains.iter().map(convert::pb_nvl_domain).collect(),
+        total: wire_count(total),
+    })
+}
+
+pub(crate) async fn get_racks_for_nvl_domain(
+    inventory: &InventoryManager,
+    req: pb::GetRacksForNvlDomainRequest,
+) -> ApiResult<pb::GetRacksForNvlDomainResponse> {
+    let domain = convert::identifier(req.nvl_domain_identifier.as_ref(), "nvl_domain_identifier")?;
+    let (_, racks) = inventory.racks_of_nvl_domain(&domain).await?;
+    Ok(pb::GetRacksForNvlDomainResponse {
+        racks: super::fit_reply(racks.iter().map(|r| convert::pb_rack(r, &[])).collect()),
+    })
 }
 
 /// `ValidateComponents`: expected (the inventory) vs actual (the component

@@ -1,0 +1,444 @@
+//! Inventory lifecycle and NVLink domains on the command line (issue 32):
+//! `rack patch|delete|purge`, `component delete|purge` and `nvl-domain
+//! create|attach|detach|list|racks`, each one call of the reference's RPC
+//! (`PatchRack`, `DeleteRack`, `PurgeRack`, `DeleteComponent`,
+//! `PurgeComponent`, `CreateNVLDomain`, `AttachRacksToNVLDomain`,
+//! `DetachRacksFromNVLDomain`, `GetListOfNVLDomains`,
+//! `GetRacksForNVLDomain`).
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use rackflow_api::v1;
+use serde::Serialize;
+
+use crate::client::{self, ServerAddress};
+use crate::output::{Fields, OutputFormat, Table, or_dash, print_json};
+
+/// `rackflow nvl-domain …`.
+#[derive(Debug, Subcommand)]
+pub enum NvlDomainCommand {
+    /// Create an NVLink domain (its name is unique).
+    Create {
+        /// The domain's name.
+        name: String,
+        /// Its id in the external inventory (unique when set).
+        #[arg(long, value_name = "ID")]
+        external_id: Option<String>,
+        /// The NMX-C cluster that manages its fabric.
+        #[arg(long, value_name = "ID")]
+        nmxc_cluster_id: Option<String>,
+    },
+    /// Put racks into a domain (a rack in another domain moves).
+    Attach {
+        /// The domain: UUID or name.
+        domain: String,
+        /// Racks: UUIDs or names.
+        #[arg(required = true)]
+        racks: Vec<String>,
+    },
+    /// Take racks out of their domain.
+    Detach {
+        /// Racks: UUIDs or names.
+        #[arg(required = true)]
+        racks: Vec<String>,
+    },
+    /// List domains by name.
+    List(ListArgs),
+    /// The racks of a domain.
+    Racks {
+        /// The domain: UUID or name.
+        domain: String,
+    },
+}
+
+/// Flags of `nvl-domain list`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ListArgs {
+    /// Name patterns: exact names, or with --wildcard LIKE patterns
+    /// (`%`, `_`; a pattern without `%` matches anywhere in the name).
+    #[arg(long, value_name = "PATTERN")]
+    pub name: Vec<String>,
+    /// Read --name as LIKE patterns.
+    #[arg(long)]
+    pub wildcard: bool,
+    /// Any pattern may match (default: all must).
+    #[arg(long)]
+    pub any: bool,
+    /// Page size [server default: 100].
+    #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+    pub limit: Option<i32>,
+    /// Domains to skip.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+    pub offset: Option<i32>,
+}
+
+/// A UUID names by id, anything else by name.
+pub fn identifier(text: &str) -> v1::Identifier {
+    let text = text.trim();
+    match uuid::Uuid::parse_str(text) {
+        Ok(id) => v1::Identifier {
+            id: Some(v1::Uuid { id: id.to_string() }),
+            name: String::new(),
+        },
+        Err(_) => v1::Identifier {
+            id: None,
+            name: text.to_string(),
+        },
+    }
+}
+
+/// JSON of a domain.
+#[derive(Debug, Clone, Serialize)]
+pub struct NvlDomainView {
+    pub id: String,
+    pub name: String,
+    pub external_id: Option<String>,
+    pub nmxc_cluster_id: Option<String>,
+}
+
+impl NvlDomainView {
+    fn from_proto(d: &v1::NvlDomain) -> NvlDomainView {
+        let identifier = d.identifier.clone().unwrap_or_default();
+        NvlDomainView {
+            id: identifier.id.map(|u| u.id).unwrap_or_default(),
+            name: identifier.name,
+            external_id: d.external_id.clone(),
+            nmxc_cluster_id: d.nmxc_cluster_id.clone(),
+        }
+    }
+}
+
+/// JSON of `nvl-domain list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct NvlDomainListView {
+    pub domains: Vec<NvlDomainView>,
+    pub total: i32,
+}
+
+/// JSON of a change that answers nothing but success.
+#[derive(Debug, Clone, Serialize)]
+struct DoneView {
+    done: String,
+}
+
+fn done(output: OutputFormat, text: String) -> anyhow::Result<()> {
+    match output {
+        OutputFormat::Json => print_json(&DoneView { done: text }),
+        OutputFormat::Table => {
+            crate::outln!("{text}");
+            Ok(())
+        }
+    }
+}
+
+/// Runs one `nvl-domain` command.
+pub async fn run_nvl_domain(
+    server: &ServerAddress,
+    command: &NvlDomainCommand,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let mut flow = client::connect(server).await?;
+    match command {
+        NvlDomainCommand::Create {
+            name,
+            external_id,
+            nmxc_cluster_id,
+        } => {
+            let id = flow
+                .create_nvl_domain(v1::CreateNvlDomainRequest {
+                    nvl_domain: Some(v1::NvlDomain {
+                        identifier: Some(v1::Identifier {
+                            id: None,
+                            name: name.clone(),
+                        }),
+                        external_id: external_id.clone(),
+                        nmxc_cluster_id: nmxc_cluster_id.clone(),
+                    }),
+                })
+                .await
+                .with_context(|| format!("create NVL domain {name:?}"))?
+                .into_inner()
+                .id
+                .map(|u| u.id)
+                .context("the server answered without an id")?;
+            match output {
+                OutputFormat::Json => print_json(&serde_json::json!({ "id": id })),
+                OutputFormat::Table => {
+                    crate::outln!("{id}");
+                    Ok(())
+                }
+            }
+        }
+        NvlDomainCommand::Attach { domain, racks } => {
+            flow.attach_racks_to_nvl_domain(v1::AttachRacksToNvlDomainRequest {
+                nvl_domain_identifier: Some(identifier(domain)),
+                rack_identifiers: racks.iter().map(|r| identifier(r)).collect(),
+            })
+            .await
+            .with_context(|| format!("attach racks to NVL domain {domain}"))?;
+            done(
+                output,
+                format!("{} rack(s) attached to {domain}", racks.len()),
+            )
+        }
+        NvlDomainCommand::Detach { racks } => {
+            flow.detach_racks_from_nvl_domain(v1::DetachRacksFromNvlDomainRequest {
+                rack_identifiers: racks.iter().map(|r| identifier(r)).collect(),
+            })
+            .await
+            .context("detach racks from their NVL domain")?;
+            done(output, format!("{} rack(s) detached", racks.len()))
+        }
+        NvlDomainCommand::List(args) => {
+            let reply = flow
+                .get_list_of_nvl_domains(v1::GetListOfNvlDomainsRequest {
+                    info: (!args.name.is_empty()).then(|| v1::StringQueryInfo {
+                        patterns: args.name.clone(),
+                        is_wildcard: args.wildcard,
+                        use_or: args.any,
+                    }),
+                    pagination: (args.limit.is_some() || args.offset.is_some()).then(|| {
+                        v1::Pagination {
+                            offset: args.offset.unwrap_or(0),
+                            limit: args.limit.unwrap_or(0),
+                        }
+                    }),
+                })
+                .await
+                .context("list NVL domains")?
+                .into_inner();
+            let view = NvlDomainListView {
+                domains: reply
+                    .nvl_domains
+                    .iter()
+                    .map(NvlDomainView::from_proto)
+                    .collect(),
+                total: reply.total,
+            };
+            match output {
+                OutputFormat::Json => print_json(&view),
+                OutputFormat::Table => {
+                    let mut table = Table::new(["NAME", "ID", "EXTERNAL ID", "NMX-C CLUSTER"]);
+                    for d in &view.domains {
+                        table.row([
+                            or_dash(&d.name),
+                            d.id.clone(),
+                            or_dash(d.external_id.as_deref().unwrap_or("")),
+                            or_dash(d.nmxc_cluster_id.as_deref().unwrap_or("")),
+                        ]);
+                    }
+                    table.print();
+                    crate::outln!("{} of {} domain(s)", view.domains.len(), view.total);
+                    Ok(())
+                }
+            }
+        }
+        NvlDomainCommand::Racks { domain } => {
+            let racks = flow
+                .get_racks_for_nvl_domain(v1::GetRacksForNvlDomainRequest {
+                    nvl_domain_identifier: Some(identifier(domain)),
+                })
+                .await
+                .with_context(|| format!("racks of NVL domain {domain}"))?
+                .into_inner()
+                .racks;
+            let views: Vec<crate::rack::RackView> = racks
+                .iter()
+                .map(|r| crate::rack::RackView::from_proto(r, false))
+                .collect();
+            match output {
+                OutputFormat::Json => print_json(&views),
+                OutputFormat::Table => {
+                    let mut table = Table::new(["NAME", "EXTERNAL ID", "MODEL", "ID"]);
+                    for r in &views {
+                        table.row([
+                            or_dash(&r.name),
+                            or_dash(&r.external_id),
+                            or_dash(r.model.as_deref().unwrap_or("")),
+                            r.id.clone(),
+                        ]);
+                    }
+                    table.print();
+                    Ok(())
+                }
+            }
+        }
+    }
+}
+
+/// The id of the rack `text` names (a UUID, or an external id as `rack
+/// get` reads it).
+async fn rack_id(flow: &mut client::Flow, text: &str) -> anyhow::Result<String> {
+    if let Ok(id) = uuid::Uuid::parse_str(text.trim()) {
+        return Ok(id.to_string());
+    }
+    flow.get_rack_info_by_id(v1::GetRackInfoByIdRequest {
+        id: Some(v1::Uuid {
+            id: text.to_string(),
+        }),
+        with_components: false,
+    })
+    .await
+    .with_context(|| format!("find rack {text}"))?
+    .into_inner()
+    .rack
+    .and_then(|r| r.info)
+    .and_then(|i| i.id)
+    .map(|u| u.id)
+    .with_context(|| format!("rack {text}: the server answered without an id"))
+}
+
+/// Flags of `rack patch`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RackPatchArgs {
+    /// Rack UUID or external id.
+    pub rack: String,
+    /// New name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// New description ("" clears it).
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Location: region (the other location parts stay as they are).
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Location: datacenter.
+    #[arg(long)]
+    pub datacenter: Option<String>,
+    /// Location: room.
+    #[arg(long)]
+    pub room: Option<String>,
+    /// Location: position.
+    #[arg(long)]
+    pub position: Option<String>,
+}
+
+/// `rackflow rack patch`: prints the server's report of what changed.
+pub async fn run_rack_patch(
+    server: &ServerAddress,
+    args: &RackPatchArgs,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let mut flow = client::connect(server).await?;
+    let id = rack_id(&mut flow, &args.rack).await?;
+    let location_given = [&args.region, &args.datacenter, &args.room, &args.position]
+        .iter()
+        .any(|f| f.is_some());
+    // PatchRack replaces the location whole: start from the current one.
+    let location = if location_given {
+        let current = flow
+            .get_rack_info_by_id(v1::GetRackInfoByIdRequest {
+                id: Some(v1::Uuid { id: id.clone() }),
+                with_components: false,
+            })
+            .await
+            .with_context(|| format!("read rack {id}"))?
+            .into_inner()
+            .rack
+            .and_then(|r| r.location)
+            .unwrap_or_default();
+        let pick = |flag: &Option<String>, now: String| flag.clone().unwrap_or(now);
+        Some(v1::Location {
+            region: pick(&args.region, current.region),
+            datacenter: pick(&args.datacenter, current.datacenter),
+            room: pick(&args.room, current.room),
+            position: pick(&args.position, current.position),
+        })
+    } else {
+        None
+    };
+    let report = flow
+        .patch_rack(v1::PatchRackRequest {
+            rack: Some(v1::Rack {
+                info: Some(v1::DeviceInfo {
+                    id: Some(v1::Uuid { id: id.clone() }),
+                    name: args.name.clone().unwrap_or_default(),
+                    description: args.description.clone(),
+                    ..Default::default()
+                }),
+                location,
+                ..Default::default()
+            }),
+        })
+        .await
+        .with_context(|| format!("patch rack {id}"))?
+        .into_inner()
+        .report;
+    let report: serde_json::Value =
+        serde_json::from_str(&report).unwrap_or(serde_json::Value::String(report));
+    match output {
+        OutputFormat::Json => print_json(&report),
+        OutputFormat::Table => {
+            let mut fields = Fields::new();
+            fields.add("Rack", &id);
+            match report.get("changed").and_then(|c| c.as_object()) {
+                Some(changed) if !changed.is_empty() => {
+                    for (field, change) in changed {
+                        fields.add(field, format!("{} → {}", change["from"], change["to"]));
+                    }
+                }
+                _ => {
+                    fields.add("Changed", "nothing");
+                }
+            }
+            fields.print();
+            Ok(())
+        }
+    }
+}
+
+/// `rackflow rack delete`.
+pub async fn run_rack_delete(
+    server: &ServerAddress,
+    rack: &str,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let mut flow = client::connect(server).await?;
+    let id = rack_id(&mut flow, rack).await?;
+    flow.delete_rack(v1::DeleteRackRequest {
+        id: Some(v1::Uuid { id: id.clone() }),
+    })
+    .await
+    .with_context(|| format!("delete rack {id}"))?;
+    done(
+        output,
+        format!("rack {id} deleted (its external id stays reserved until `rack purge {id}`)"),
+    )
+}
+
+/// `rackflow rack purge`.
+pub async fn run_rack_purge(
+    server: &ServerAddress,
+    id: uuid::Uuid,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let mut flow = client::connect(server).await?;
+    flow.purge_rack(v1::PurgeRackRequest {
+        id: Some(v1::Uuid { id: id.to_string() }),
+    })
+    .await
+    .with_context(|| format!("purge rack {id}"))?;
+    done(output, format!("rack {id} purged"))
+}
+
+/// `rackflow component delete|purge`.
+pub async fn run_component_removal(
+    server: &ServerAddress,
+    id: uuid::Uuid,
+    purge: bool,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let mut flow = client::connect(server).await?;
+    let wire = v1::Uuid { id: id.to_string() };
+    if purge {
+        flow.purge_component(v1::PurgeComponentRequest { id: Some(wire) })
+            .await
+            .with_context(|| format!("purge component {id}"))?;
+        done(output, format!("component {id} purged"))
+    } else {
+        flow.delete_component(v1::DeleteComponentRequest { id: Some(wire) })
+            .await
+            .with_context(|| format!("delete component {id}"))?;
+        done(output, format!("component {id} deleted"))
+    }
+}
