@@ -678,20 +678,12 @@ impl InventoryManager {
             }
             Some(TargetSpec::NvlDomains(domains)) => {
                 for target in domains {
-                    let domain =
-                        resolve::resolve_nvl_domain(self.store.as_ref(), &target.identifier)
-                            .await
-                            .map_err(|e| EngineError::Lookup {
-                                kind: e.kind,
-                                message: e.message,
-                            })?;
-                    let racks = self.store.racks_of_nvl_domains(&[domain.id]).await?;
-                    if racks.is_empty() {
-                        return Err(EngineError::Lookup {
-                            kind: LookupKind::Empty,
-                            message: format!("NVLink domain {} has no racks", domain.label()),
-                        });
-                    }
+                    let racks = resolve::domain_racks(self.store.as_ref(), &target.identifier)
+                        .await
+                        .map_err(|e| EngineError::Lookup {
+                            kind: e.kind,
+                            message: e.message,
+                        })?;
                     filter.rack_ids.extend(racks.iter().map(|r| r.id));
                     filter.types.extend(target.component_types.iter().copied());
                 }

@@ -72,17 +72,11 @@ pub async fn resolve_spec(
                 let rack = resolve_rack(store, &target.identifier)
                     .await
                     .map_err(wrap)?;
-                let components = store
-                    .components_of_racks(&[rack.id])
-                    .await
-                    .map_err(|e| wrap(e.into()))?;
-                let set = filter_by_types(&components, &target.component_types);
-                if !set.is_empty() {
-                    out.push(CandidateEntry {
-                        rack_id: rack.id,
-                        components: set,
-                    });
-                }
+                out.extend(
+                    rack_entries(store, &[rack.id], &target.component_types)
+                        .await
+                        .map_err(|e| wrap(e.into()))?,
+                );
             }
             Ok(out)
         }
@@ -150,45 +144,64 @@ pub async fn resolve_spec(
             let mut out = Vec::new();
             for (i, target) in targets.iter().enumerate() {
                 let wrap = |e: LookupError| e.wrap(&format!("NVLink domain target {i}"));
-                let domain = resolve_nvl_domain(store, &target.identifier)
+                let racks = domain_racks(store, &target.identifier)
                     .await
                     .map_err(wrap)?;
-                let racks = store
-                    .racks_of_nvl_domains(&[domain.id])
-                    .await
-                    .map_err(|e| wrap(e.into()))?;
-                if racks.is_empty() {
-                    return Err(wrap(LookupError {
-                        kind: LookupKind::Empty,
-                        message: format!("NVLink domain {} has no racks", domain.label()),
-                    }));
-                }
                 let ids: Vec<Uuid> = racks.iter().map(|r| r.id).collect();
-                let mut by_rack: std::collections::HashMap<Uuid, Vec<Component>> =
-                    std::collections::HashMap::new();
-                for c in store
-                    .components_of_racks(&ids)
-                    .await
-                    .map_err(|e| wrap(e.into()))?
-                {
-                    if let Some(rack_id) = c.rack_id {
-                        by_rack.entry(rack_id).or_default().push(c);
-                    }
-                }
-                for rack in &racks {
-                    let components = by_rack.remove(&rack.id).unwrap_or_default();
-                    let set = filter_by_types(&components, &target.component_types);
-                    if !set.is_empty() {
-                        out.push(CandidateEntry {
-                            rack_id: rack.id,
-                            components: set,
-                        });
-                    }
-                }
+                out.extend(
+                    rack_entries(store, &ids, &target.component_types)
+                        .await
+                        .map_err(|e| wrap(e.into()))?,
+                );
             }
             Ok(out)
         }
     }
+}
+
+/// The candidate entry of each of `rack_ids` (in that order) with its
+/// components of `types` (all types when empty), from one read; racks
+/// left with no component are left out.
+async fn rack_entries(
+    store: &dyn Store,
+    rack_ids: &[Uuid],
+    types: &[ComponentType],
+) -> rackflow_store::StoreResult<Vec<CandidateEntry>> {
+    let mut by_rack: std::collections::HashMap<Uuid, Vec<Component>> =
+        std::collections::HashMap::new();
+    for c in store.components_of_racks(rack_ids).await? {
+        if let Some(rack_id) = c.rack_id {
+            by_rack.entry(rack_id).or_default().push(c);
+        }
+    }
+    Ok(rack_ids
+        .iter()
+        .filter_map(|id| {
+            let components = by_rack.remove(id).unwrap_or_default();
+            let set = filter_by_types(&components, types);
+            (!set.is_empty()).then_some(CandidateEntry {
+                rack_id: *id,
+                components: set,
+            })
+        })
+        .collect())
+}
+
+/// A domain's member racks (by name); a domain without racks is refused
+/// as an empty rack list is ([`LookupKind::Empty`]).
+pub async fn domain_racks(
+    store: &dyn Store,
+    identifier: &NvlDomainIdentifier,
+) -> Result<Vec<Rack>, LookupError> {
+    let domain = resolve_nvl_domain(store, identifier).await?;
+    let racks = store.racks_of_nvl_domains(&[domain.id]).await?;
+    if racks.is_empty() {
+        return Err(LookupError {
+            kind: LookupKind::Empty,
+            message: format!("NVLink domain {} has no racks", domain.label()),
+        });
+    }
+    Ok(racks)
 }
 
 /// The NVLink domain an identifier names (deleted ones are gone).
