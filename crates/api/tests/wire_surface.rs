@@ -340,8 +340,6 @@ const NOT_YET_IMPLEMENTED: &[&str] = &[
     "IngestRack",
     "DecommissionRack",
     "ACPowerCycleRack",
-    "GetNVLinkDomain",
-    "GetListOfNVLinkDomains",
     "CreateEventRule",
     "GetEventRule",
     "GetEffectiveEventRule",

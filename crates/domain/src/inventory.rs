@@ -282,6 +282,127 @@ pub fn normalize_mac(text: &str) -> Option<String> {
     Some(parts.join(":"))
 }
 
+/// The reference's coarse operability bucket of a component, a rack or an
+/// NVLink domain. Numbers are the wire `Phase` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Unknown = 0,
+    Initializing = 1,
+    Ready = 2,
+    InUse = 3,
+    Error = 4,
+    Deleting = 5,
+}
+
+impl Phase {
+    /// A component's phase from its operational state: an in-service one
+    /// is in use, a drained or maintenance one ready, one without a state
+    /// unknown.
+    pub fn of(status: Option<&OperationalStatus>) -> Phase {
+        match status.map(|s| s.state) {
+            None => Phase::Unknown,
+            Some(OperationalState::InService) => Phase::InUse,
+            Some(OperationalState::Drained | OperationalState::Maintenance) => Phase::Ready,
+        }
+    }
+
+    /// Rank when phases aggregate (higher wins): the reference's
+    /// `Unknown > Error > Initializing > Deleting > InUse > Ready`.
+    fn strictness(self) -> u8 {
+        match self {
+            Phase::Ready => 0,
+            Phase::InUse => 1,
+            Phase::Deleting => 2,
+            Phase::Initializing => 3,
+            Phase::Error => 4,
+            Phase::Unknown => 5,
+        }
+    }
+
+    /// The phase of a rack or a domain: the strictest phase of its compute
+    /// trays, NVLink switches and power shelves (the types the reference
+    /// aggregates); none of them → unknown.
+    pub fn aggregate<'a>(components: impl IntoIterator<Item = &'a Component>) -> Phase {
+        components
+            .into_iter()
+            .filter(|c| {
+                matches!(
+                    c.component_type,
+                    ComponentType::Compute | ComponentType::NvSwitch | ComponentType::PowerShelf
+                )
+            })
+            .map(|c| Phase::of(c.operational.as_ref()))
+            .max_by_key(|p| p.strictness())
+            .unwrap_or(Phase::Unknown)
+    }
+}
+
+/// What the wire form of a rack or a component names besides its own row:
+/// the rack's external id and the NVLink domain it belongs to, by rack id.
+#[derive(Debug, Clone, Default)]
+pub struct RackLabels {
+    by_rack: std::collections::HashMap<Uuid, RackLabel>,
+}
+
+/// [`RackLabels`] of one rack.
+#[derive(Debug, Clone)]
+pub struct RackLabel {
+    pub external_id: Option<String>,
+    /// The rack's domain: its id and external id (when it has one).
+    pub nvl_domain: Option<(Uuid, Option<String>)>,
+    /// The rack's phase ([`Phase::aggregate`] of its components; unknown
+    /// when they were not read).
+    pub operation_status: Phase,
+}
+
+impl RackLabels {
+    /// Labels from racks and the domains they belong to (a domain missing
+    /// from `domains` is named by its id alone).
+    pub fn new<'a>(racks: impl IntoIterator<Item = &'a Rack>, domains: &[NvlDomain]) -> RackLabels {
+        let by_rack = racks
+            .into_iter()
+            .map(|r| {
+                let nvl_domain = r.nvl_domain_id.map(|d| {
+                    let external = domains
+                        .iter()
+                        .find(|x| x.id == d)
+                        .and_then(|x| x.external_id.clone());
+                    (d, external)
+                });
+                let label = RackLabel {
+                    external_id: r.external_id.clone(),
+                    nvl_domain,
+                    operation_status: Phase::Unknown,
+                };
+                (r.id, label)
+            })
+            .collect();
+        RackLabels { by_rack }
+    }
+
+    /// Sets each rack's phase from its components (`components` of any
+    /// racks; those of racks without labels are ignored).
+    pub fn with_phases(mut self, components: &[Component]) -> RackLabels {
+        let mut of_rack: std::collections::HashMap<Uuid, Vec<&Component>> =
+            std::collections::HashMap::new();
+        for c in components {
+            if let Some(rack) = c.rack_id {
+                of_rack.entry(rack).or_default().push(c);
+            }
+        }
+        for (rack, label) in &mut self.by_rack {
+            let members = of_rack.remove(rack).unwrap_or_default();
+            label.operation_status = Phase::aggregate(members);
+        }
+        self
+    }
+
+    /// The labels of a rack (`None` for a rack not read).
+    pub fn of(&self, rack_id: Option<Uuid>) -> Option<&RackLabel> {
+        rack_id.and_then(|id| self.by_rack.get(&id))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,5 +511,122 @@ mod tests {
             ]
         );
         assert!(installed_versions(&inventory, &crate::ComponentsByType::new()).is_empty());
+    }
+
+    fn in_state(ty: ComponentType, state: Option<OperationalState>) -> Component {
+        Component {
+            operational: state.map(|state| OperationalStatus {
+                state,
+                reason: String::new(),
+            }),
+            ..tray(ty, "1", false)
+        }
+    }
+
+    #[test]
+    fn phases_aggregate_to_the_strictest_of_the_aggregated_types() {
+        use OperationalState::*;
+        let c = |state| in_state(ComponentType::Compute, state);
+        assert_eq!(Phase::aggregate(&[]), Phase::Unknown, "no components");
+        assert_eq!(Phase::aggregate(&[c(Some(Drained))]), Phase::Ready);
+        assert_eq!(
+            Phase::aggregate(&[c(Some(Drained)), c(Some(Maintenance))]),
+            Phase::Ready
+        );
+        assert_eq!(
+            Phase::aggregate(&[c(Some(Drained)), c(Some(InService))]),
+            Phase::InUse
+        );
+        assert_eq!(
+            Phase::aggregate(&[c(Some(InService)), c(None)]),
+            Phase::Unknown,
+            "a component without a state makes the whole unknown"
+        );
+        // Only compute trays, NVLink switches and power shelves count.
+        let others = [
+            in_state(ComponentType::TorSwitch, None),
+            in_state(ComponentType::Ums, None),
+            in_state(ComponentType::Cdu, None),
+        ];
+        assert_eq!(Phase::aggregate(&others), Phase::Unknown, "none counted");
+        let mut mixed = others.to_vec();
+        mixed.push(in_state(ComponentType::PowerShelf, Some(Drained)));
+        mixed.push(in_state(ComponentType::NvSwitch, Some(InService)));
+        assert_eq!(Phase::aggregate(&mixed), Phase::InUse);
+    }
+
+    #[test]
+    fn phase_strictness_is_the_reference_order() {
+        let order = [
+            Phase::Ready,
+            Phase::InUse,
+            Phase::Deleting,
+            Phase::Initializing,
+            Phase::Error,
+            Phase::Unknown,
+        ];
+        for pair in order.windows(2) {
+            assert!(pair[0].strictness() < pair[1].strictness(), "{pair:?}");
+        }
+    }
+
+    #[test]
+    fn rack_labels_name_the_rack_and_its_domain() {
+        let now = chrono::Utc::now();
+        let domain = NvlDomain {
+            id: Uuid::from_u128(7),
+            name: Some("d".into()),
+            external_id: Some("group-7".into()),
+            nmxc_cluster_id: None,
+            created_at: now,
+            updated_at: now,
+            deleted_at: None,
+        };
+        let rack = |n: u128, ext: Option<&str>, d: Option<u128>| Rack {
+            id: Uuid::from_u128(n),
+            name: format!("r{n}"),
+            manufacturer: String::new(),
+            model: None,
+            serial_number: String::new(),
+            description: None,
+            location: Location::default(),
+            external_id: ext.map(str::to_string),
+            nvl_domain_id: d.map(Uuid::from_u128),
+            created_at: now,
+            updated_at: now,
+            deleted_at: None,
+        };
+        let racks = [
+            rack(1, Some("a1"), Some(7)),
+            rack(2, None, Some(8)),
+            rack(3, None, None),
+        ];
+        let labels = RackLabels::new(&racks, &[domain]);
+        let of = |n| labels.of(Some(Uuid::from_u128(n))).unwrap();
+        assert_eq!(of(1).external_id.as_deref(), Some("a1"));
+        assert_eq!(
+            of(1).nvl_domain,
+            Some((Uuid::from_u128(7), Some("group-7".to_string())))
+        );
+        assert_eq!(of(2).nvl_domain, Some((Uuid::from_u128(8), None)));
+        assert_eq!(of(3).nvl_domain, None);
+        assert!(labels.of(Some(Uuid::from_u128(4))).is_none());
+        assert!(labels.of(None).is_none());
+        assert_eq!(of(1).operation_status, Phase::Unknown, "not read");
+
+        let on = |rack: u128, state| Component {
+            rack_id: Some(Uuid::from_u128(rack)),
+            ..in_state(ComponentType::Compute, Some(state))
+        };
+        let labels = labels.with_phases(&[
+            on(1, OperationalState::Drained),
+            on(2, OperationalState::InService),
+            on(2, OperationalState::Drained),
+            on(9, OperationalState::Drained),
+        ]);
+        let of = |n| labels.of(Some(Uuid::from_u128(n))).unwrap();
+        assert_eq!(of(1).operation_status, Phase::Ready);
+        assert_eq!(of(2).operation_status, Phase::InUse);
+        assert_eq!(of(3).operation_status, Phase::Unknown, "no components");
     }
 }

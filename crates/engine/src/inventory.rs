@@ -9,7 +9,7 @@ use std::sync::Arc;
 use rackflow_domain::drift::{self, DriftReport, ExpectedComponent};
 
 use rackflow_domain::inventory::{
-    Component, GatedOperation, NvlDomain, Observation, OperationalState, Rack,
+    Component, GatedOperation, NvlDomain, Observation, OperationalState, Phase, Rack, RackLabels,
 };
 use rackflow_domain::run::{NameQuery, Page};
 use rackflow_domain::target::{ComponentTarget, RackIdentifier, TargetSpec};
@@ -17,8 +17,8 @@ use rackflow_domain::task::Task;
 use uuid::Uuid;
 
 use rackflow_store::{
-    ComponentFilterQuery, ComponentPatch, PurgeOutcome, RackFilter, RackImport, RackPatch, Store,
-    TaskFilter,
+    ComponentFilterQuery, ComponentPatch, NvlDomainQuery, PurgeOutcome, RackFilter, RackImport,
+    RackPatch, Store, TaskFilter,
 };
 
 use crate::error::{EngineError, LookupKind};
@@ -38,6 +38,20 @@ pub enum RackRef {
 #[derive(Debug, Clone)]
 pub struct RackWithComponents {
     pub rack: Rack,
+    pub components: Vec<Component>,
+}
+
+/// The reference's `NVLinkDomain` view of a domain: its member racks,
+/// the phase aggregated over their components, the racks' shared model as
+/// its topology, and the components when they were asked for.
+#[derive(Debug, Clone)]
+pub struct NvlinkDomainView {
+    pub domain: NvlDomain,
+    pub racks: Vec<Rack>,
+    pub operation_status: Phase,
+    /// The model every member rack has (`None`: no racks, or models differ).
+    pub topology: Option<String>,
+    /// Empty unless asked for.
     pub components: Vec<Component>,
 }
 
@@ -622,7 +636,156 @@ impl InventoryManager {
         name: &NameQuery,
         page: Page,
     ) -> Result<(Vec<NvlDomain>, i64), EngineError> {
-        Ok(self.store.nvl_domain_list(name, false, page).await?)
+        let query = rackflow_store::NvlDomainQuery {
+            name: name.clone(),
+            ..Default::default()
+        };
+        Ok(self.store.nvl_domain_list(&query, page).await?)
+    }
+
+    /// The reference's `NVLinkDomain` view of the domain `id` names: its
+    /// external id (the rack group id, as the reference looks it up), else
+    /// its UUID, else its name; NOT_FOUND names what was asked.
+    pub async fn nvlink_domain(
+        &self,
+        id: &str,
+        with_components: bool,
+    ) -> Result<NvlinkDomainView, EngineError> {
+        let mut found = self.store.nvl_domain_get_by_external_id(id).await?;
+        if found.is_none()
+            && let Ok(uuid) = Uuid::parse_str(id)
+        {
+            found = self.store.nvl_domain_get(uuid).await?;
+        }
+        if found.is_none() {
+            found = self.store.nvl_domain_get_by_name(id).await?;
+        }
+        let Some(domain) = found else {
+            return Err(EngineError::Lookup {
+                kind: LookupKind::NotFound,
+                message: format!("NVLink domain {id:?} not found"),
+            });
+        };
+        let mut views = self.nvlink_views(vec![domain], with_components).await?;
+        Ok(views.remove(0))
+    }
+
+    /// A page of the reference's `NVLinkDomain` views (domains that have an
+    /// external id) and the total before paging; three reads whatever the
+    /// page size: the domains, their racks, the racks' components.
+    pub async fn nvlink_domains(
+        &self,
+        query: &NvlDomainQuery,
+        page: Page,
+        with_components: bool,
+    ) -> Result<(Vec<NvlinkDomainView>, i64), EngineError> {
+        let (domains, total) = self.store.nvl_domain_list(query, page).await?;
+        Ok((self.nvlink_views(domains, with_components).await?, total))
+    }
+
+    /// The views of `domains`, in their order.
+    async fn nvlink_views(
+        &self,
+        domains: Vec<NvlDomain>,
+        with_components: bool,
+    ) -> Result<Vec<NvlinkDomainView>, EngineError> {
+        if domains.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = domains.iter().map(|d| d.id).collect();
+        let racks = self.store.racks_of_nvl_domains(&ids).await?;
+        let rack_ids: Vec<Uuid> = racks.iter().map(|r| r.id).collect();
+        // The phase needs every member component; BMCs only when shown.
+        let components = if with_components {
+            self.store.components_of_racks(&rack_ids).await?
+        } else {
+            self.store
+                .components_of_racks_without_bmcs(&rack_ids)
+                .await?
+        };
+        let mut racks_of: HashMap<Uuid, Vec<Rack>> = HashMap::new();
+        for rack in racks {
+            if let Some(domain) = rack.nvl_domain_id {
+                racks_of.entry(domain).or_default().push(rack);
+            }
+        }
+        let mut components_of: HashMap<Uuid, Vec<Component>> = HashMap::new();
+        for component in components {
+            if let Some(rack) = component.rack_id {
+                components_of.entry(rack).or_default().push(component);
+            }
+        }
+        Ok(domains
+            .into_iter()
+            .map(|domain| {
+                let racks = racks_of.remove(&domain.id).unwrap_or_default();
+                let components: Vec<Component> = racks
+                    .iter()
+                    .flat_map(|r| components_of.remove(&r.id).unwrap_or_default())
+                    .collect();
+                let mut models = racks.iter().map(|r| r.model.as_deref());
+                let first = models.next().flatten();
+                let topology = first
+                    .filter(|m| models.all(|other| other == Some(*m)))
+                    .map(str::to_string);
+                NvlinkDomainView {
+                    operation_status: Phase::aggregate(&components),
+                    topology,
+                    components: if with_components {
+                        components
+                    } else {
+                        Vec::new()
+                    },
+                    domain,
+                    racks,
+                }
+            })
+            .collect())
+    }
+
+    /// The labels the wire form of `racks` and of components of the racks
+    /// `other_rack_ids` carries: each rack's external id and NVLink domain,
+    /// and with `phases` the phase of each of `racks` (its components are
+    /// read for it). Racks not given are read (with `other_rack_ids`), then
+    /// the domains.
+    pub async fn rack_labels(
+        &self,
+        racks: &[&Rack],
+        other_rack_ids: &[Uuid],
+        phases: bool,
+    ) -> Result<RackLabels, EngineError> {
+        let known: HashSet<Uuid> = racks.iter().map(|r| r.id).collect();
+        let missing: Vec<Uuid> = other_rack_ids
+            .iter()
+            .copied()
+            .filter(|id| !known.contains(id))
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let read = if missing.is_empty() {
+            Vec::new()
+        } else {
+            self.store.racks_get_many(&missing).await?
+        };
+        let all: Vec<&Rack> = racks.iter().copied().chain(read.iter()).collect();
+        let domain_ids: Vec<Uuid> = all
+            .iter()
+            .filter_map(|r| r.nvl_domain_id)
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let domains = if domain_ids.is_empty() {
+            Vec::new()
+        } else {
+            self.store.nvl_domains_get_many(&domain_ids).await?
+        };
+        let labels = RackLabels::new(all, &domains);
+        if !phases || racks.is_empty() {
+            return Ok(labels);
+        }
+        let ids: Vec<Uuid> = racks.iter().map(|r| r.id).collect();
+        let components = self.store.components_of_racks_without_bmcs(&ids).await?;
+        Ok(labels.with_phases(&components))
     }
 
     /// The racks of a domain, by name then id.

@@ -26,8 +26,8 @@ pub mod tasks;
 pub mod store {
     pub use rackflow_store::{
         AuditFilter, ComponentFilterQuery, ComponentPatch, DbTarget, InventoryColumn, ListOrder,
-        PurgeOutcome, RackFilter, RackImport, RackPatch, ResealOutcome, ScheduleFilter, Store,
-        StoreError, TaskFilter, TextFilter, open_store,
+        NvlDomainQuery, PurgeOutcome, RackFilter, RackImport, RackPatch, ResealOutcome,
+        ScheduleFilter, Store, StoreError, TaskFilter, TextFilter, open_store,
     };
 }
 

@@ -75,6 +75,8 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("/v1.Flow/DetachRacksFromNVLDomain", Role::Admin),
     ("/v1.Flow/GetListOfNVLDomains", Role::Viewer),
     ("/v1.Flow/GetRacksForNVLDomain", Role::Viewer),
+    ("/v1.Flow/GetNVLinkDomain", Role::Viewer),
+    ("/v1.Flow/GetListOfNVLinkDomains", Role::Viewer),
     ("/v1.Flow/CreateOperationRun", Role::Operator),
     ("/v1.Flow/GetOperationRun", Role::Viewer),
     ("/v1.Flow/ListOperationRuns", Role::Viewer),

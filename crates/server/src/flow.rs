@@ -219,6 +219,20 @@ impl Flow for FlowService {
         reply(rpc::inventory::get_racks_for_nvl_domain(&self.inventory, req.into_inner()).await)
     }
 
+    async fn get_nv_link_domain(
+        &self,
+        req: Request<pb::GetNvLinkDomainRequest>,
+    ) -> Reply<pb::GetNvLinkDomainResponse> {
+        reply(rpc::inventory::get_nvlink_domain(&self.inventory, req.into_inner()).await)
+    }
+
+    async fn get_list_of_nv_link_domains(
+        &self,
+        req: Request<pb::GetListOfNvLinkDomainsRequest>,
+    ) -> Reply<pb::GetListOfNvLinkDomainsResponse> {
+        reply(rpc::inventory::get_list_of_nvlink_domains(&self.inventory, req.into_inner()).await)
+    }
+
     async fn get_components(
         &self,
         req: Request<pb::GetComponentsRequest>,

@@ -18,10 +18,10 @@ use uuid::Uuid;
 
 use crate::sql::{RowReader, Sql};
 use crate::{
-    AuditFilter, CancelFeed, ComponentFilterQuery, ComponentPatch, LockMode, PurgeOutcome,
-    RackFilter, RackImport, RackPatch, RunLock, ScheduleFilter, ScheduleLock, Store, StoreResult,
-    SubmitDecision, SubmitOutcome, TaskFilter, TaskLease, TaskTransition, TaskUpdate, audit,
-    inventory, rules, runs, schedules, secrets, tasks,
+    AuditFilter, CancelFeed, ComponentFilterQuery, ComponentPatch, LockMode, NvlDomainQuery,
+    PurgeOutcome, RackFilter, RackImport, RackPatch, RunLock, ScheduleFilter, ScheduleLock, Store,
+    StoreResult, SubmitDecision, SubmitOutcome, TaskFilter, TaskLease, TaskTransition, TaskUpdate,
+    audit, inventory, rules, runs, schedules, secrets, tasks,
 };
 
 /// An open transaction; dropping it without [`Txn::commit`] rolls back
@@ -384,13 +384,16 @@ impl<B: Backend> Store for B {
         inventory::nvl_domain_get(self, "external_id", external_id).await
     }
 
+    async fn nvl_domains_get_many(&self, ids: &[Uuid]) -> StoreResult<Vec<NvlDomain>> {
+        inventory::nvl_domains_get_many(self, ids).await
+    }
+
     async fn nvl_domain_list(
         &self,
-        name: &NameQuery,
-        descending: bool,
+        query: &NvlDomainQuery,
         page: Page,
     ) -> StoreResult<(Vec<NvlDomain>, i64)> {
-        inventory::nvl_domain_list(self, name, descending, page).await
+        inventory::nvl_domain_list(self, query, page).await
     }
 
     async fn component_soft_delete(&self, id: Uuid) -> StoreResult<bool> {

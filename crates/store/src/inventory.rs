@@ -18,7 +18,7 @@ use rackflow_domain::inventory::{
     Bmc, BmcType, Component, NvlDomain, Observation, OperationalState, OperationalStatus, Position,
     Rack, normalize_mac,
 };
-use rackflow_domain::run::{NameQuery, Page};
+use rackflow_domain::run::Page;
 use uuid::Uuid;
 
 use crate::backend::{Backend, Txn, fetch_count, text_condition};
@@ -847,19 +847,46 @@ where
     rows.first().map(nvl_domain_from_row).transpose()
 }
 
+/// [`crate::Store::nvl_domains_get_many`].
+pub(crate) async fn nvl_domains_get_many<B: Backend>(
+    backend: &B,
+    ids: &[Uuid],
+) -> StoreResult<Vec<NvlDomain>> {
+    let mut domains = Vec::new();
+    for chunk in sorted_ids(ids).chunks(ID_CHUNK) {
+        let mut sql = Sql::default();
+        let list = sql.bind_list(chunk.iter().copied());
+        sql.push(&format!(
+            "SELECT {NVL_DOMAIN_COLUMNS} FROM nvldomain WHERE id IN {list} \
+             AND deleted_at IS NULL ORDER BY id"
+        ));
+        for row in backend.fetch_all(sql).await? {
+            domains.push(nvl_domain_from_row(&row)?);
+        }
+    }
+    Ok(domains)
+}
+
 /// [`crate::Store::nvl_domain_list`]: unnamed domains sort first (last
 /// descending), in both dialects.
 pub(crate) async fn nvl_domain_list<B: Backend>(
     backend: &B,
-    name: &NameQuery,
-    descending: bool,
+    query: &crate::NvlDomainQuery,
     page: Page,
 ) -> StoreResult<(Vec<NvlDomain>, i64)> {
     let mut cond = Conditions::default();
     cond.add("deleted_at IS NULL".to_string());
-    if let Some(c) = text_condition::<B>(&mut cond.sql, "name", name) {
+    if query.external_only {
+        cond.add("external_id IS NOT NULL".to_string());
+        let by_name = text_condition::<B>(&mut cond.sql, "name", &query.name);
+        let by_external_id = text_condition::<B>(&mut cond.sql, "external_id", &query.name);
+        if let (Some(name), Some(external_id)) = (by_name, by_external_id) {
+            cond.add(format!("(({name}) OR ({external_id}))"));
+        }
+    } else if let Some(c) = text_condition::<B>(&mut cond.sql, "name", &query.name) {
         cond.add(c);
     }
+    let descending = query.descending;
     let total = fetch_count(backend, cond.count("nvldomain")).await?;
     if total == 0 {
         return Ok((Vec::new(), 0));

@@ -105,6 +105,19 @@ pub struct RackFilter {
     pub order: Option<ListOrder>,
 }
 
+/// Filter and order of NVLink domain listings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NvlDomainQuery {
+    /// Patterns on the name (no pattern: all); with `external_only`, a
+    /// domain matches when its name or its external id does.
+    pub name: rackflow_domain::run::NameQuery,
+    /// Only domains that have an external id (the reference's
+    /// `NVLinkDomain` view: a domain is known by its rack group id).
+    pub external_only: bool,
+    /// Name descending (then id descending) instead of ascending.
+    pub descending: bool,
+}
+
 /// Filter of component listings. Empty fields do not filter; set fields AND.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ComponentFilterQuery {
@@ -439,13 +452,14 @@ pub trait Store: Send + Sync + 'static {
         external_id: &str,
     ) -> StoreResult<Option<NvlDomain>>;
 
-    /// A page of non-deleted domains whose name matches `name` (no pattern:
-    /// all), ordered by name (`descending` reverses it) then id, and the
-    /// total before paging.
+    /// Non-deleted domains by ids, ordered by id; unknown ids are skipped.
+    async fn nvl_domains_get_many(&self, ids: &[Uuid]) -> StoreResult<Vec<NvlDomain>>;
+
+    /// A page of non-deleted domains matching `query`, ordered by name
+    /// (`descending` reverses it) then id, and the total before paging.
     async fn nvl_domain_list(
         &self,
-        name: &rackflow_domain::run::NameQuery,
-        descending: bool,
+        query: &NvlDomainQuery,
         page: Page,
     ) -> StoreResult<(Vec<NvlDomain>, i64)>;
 

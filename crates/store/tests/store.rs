@@ -42,9 +42,9 @@ use rackflow_domain::target::{ComponentFilter, RackIdentifier, RackTarget, Targe
 use rackflow_domain::task::{QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages};
 use rackflow_store::{
     AuditFilter, ComponentFilterQuery, ComponentPatch, DbTarget, InventoryColumn, ListOrder,
-    LockMode, PgStore, PurgeOutcome, RackFilter, RackImport, RackPatch, RunLock, SqliteStore,
-    Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject, TaskFilter, TaskLease,
-    TaskStart, TaskTransition, TaskUpdate, TextFilter, open_store,
+    LockMode, NvlDomainQuery, PgStore, PurgeOutcome, RackFilter, RackImport, RackPatch, RunLock,
+    SqliteStore, Store, StoreError, SubmitDecision, SubmitOutcome, SubmitReject, TaskFilter,
+    TaskLease, TaskStart, TaskTransition, TaskUpdate, TextFilter, open_store,
 };
 use rackflow_testkit::db::TestDatabase;
 use uuid::Uuid;
@@ -1179,11 +1179,13 @@ async fn nvl_domains_create_lookup_list_and_membership(db: &Db) {
     );
     assert_eq!(db.count("nvldomain").await, count_before, "nothing written");
 
-    let listed = |query: NameQuery, descending: bool, page: Page| async move {
-        let (domains, total) = store
-            .nvl_domain_list(&query, descending, page)
-            .await
-            .unwrap();
+    let listed = |name: NameQuery, descending: bool, page: Page| async move {
+        let query = NvlDomainQuery {
+            name,
+            descending,
+            external_only: false,
+        };
+        let (domains, total) = store.nvl_domain_list(&query, page).await.unwrap();
         (
             domains.iter().map(NvlDomain::label).collect::<Vec<_>>(),
             total,
@@ -1209,6 +1211,38 @@ async fn nvl_domains_create_lookup_list_and_membership(db: &Db) {
     assert_eq!(
         listed(pattern, false, all()).await,
         (vec!["domain-a".to_string()], 1)
+    );
+    // The NVLink-domain view: only domains with an external id, whose
+    // patterns match the name or the external id.
+    let external = |patterns: &[&str]| {
+        let query = NvlDomainQuery {
+            name: NameQuery {
+                patterns: patterns.iter().map(|p| p.to_string()).collect(),
+                is_wildcard: true,
+                use_or: true,
+            },
+            external_only: true,
+            descending: false,
+        };
+        async move {
+            let (domains, total) = store.nvl_domain_list(&query, all()).await.unwrap();
+            (
+                domains.iter().map(NvlDomain::label).collect::<Vec<_>>(),
+                total,
+            )
+        }
+    };
+    assert_eq!(external(&[]).await, (vec!["domain-b".to_string()], 1));
+    assert_eq!(external(&["nvl-"]).await, (vec!["domain-b".to_string()], 1));
+    assert_eq!(external(&["-b"]).await, (vec!["domain-b".to_string()], 1));
+    assert_eq!(external(&["-a", "zzz"]).await, (Vec::new(), 0));
+    let many = store
+        .nvl_domains_get_many(&[id(0xD3), first.id, id(404), id(0xD2)])
+        .await
+        .unwrap();
+    assert_eq!(
+        many.iter().map(|d| d.id).collect::<Vec<_>>(),
+        [first.id, id(0xD2), id(0xD3)]
     );
 
     // Membership: set, list, clear; deleted racks neither join nor list.

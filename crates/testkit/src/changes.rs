@@ -14,14 +14,12 @@ use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentType;
 use rackflow_domain::inventory::{Component, NvlDomain, Rack};
 use rackflow_domain::rule::{OperationRule, RackRuleAssociation, RuleDefinition};
-use rackflow_domain::run::{
-    NameQuery, OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery,
-};
+use rackflow_domain::run::{OperationRun, OperationRunTarget, Page, RunListFilter, TargetQuery};
 use rackflow_domain::task::{Task, TaskStatus, TaskType};
 use rackflow_store::{
-    ComponentFilterQuery, ComponentPatch, LockMode, PurgeOutcome, RackFilter, RackImport,
-    RackPatch, RunLock, ScheduleFilter, ScheduleLock, Store, StoreResult, SubmitDecision,
-    SubmitOutcome, TaskFilter, TaskTransition, TaskUpdate,
+    ComponentFilterQuery, ComponentPatch, LockMode, NvlDomainQuery, PurgeOutcome, RackFilter,
+    RackImport, RackPatch, RunLock, ScheduleFilter, ScheduleLock, Store, StoreResult,
+    SubmitDecision, SubmitOutcome, TaskFilter, TaskTransition, TaskUpdate,
 };
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -280,13 +278,16 @@ impl Store for ObservedStore {
         self.inner.nvl_domain_get_by_external_id(external_id).await
     }
 
+    async fn nvl_domains_get_many(&self, ids: &[Uuid]) -> StoreResult<Vec<NvlDomain>> {
+        self.inner.nvl_domains_get_many(ids).await
+    }
+
     async fn nvl_domain_list(
         &self,
-        name: &NameQuery,
-        descending: bool,
+        query: &NvlDomainQuery,
         page: Page,
     ) -> StoreResult<(Vec<NvlDomain>, i64)> {
-        self.inner.nvl_domain_list(name, descending, page).await
+        self.inner.nvl_domain_list(query, page).await
     }
 
     async fn component_soft_delete(&self, id: Uuid) -> StoreResult<bool> {

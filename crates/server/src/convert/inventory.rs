@@ -4,10 +4,10 @@ use chrono::Utc;
 use rackflow_api::v1 as pb;
 use rackflow_domain::ComponentType;
 use rackflow_domain::inventory::{
-    Bmc, BmcType, Component, Location, NvlDomain, OperationalState, OperationalStatus, Position,
-    Rack, normalize_mac,
+    Bmc, BmcType, Component, Location, NvlDomain, OperationalState, OperationalStatus, Phase,
+    Position, Rack, RackLabels, normalize_mac,
 };
-use rackflow_engine::inventory::{ComponentQuery, RackRef};
+use rackflow_engine::inventory::{ComponentQuery, NvlinkDomainView, RackRef};
 use rackflow_engine::store::{
     ComponentFilterQuery, ComponentPatch, InventoryColumn, ListOrder, RackFilter, RackPatch,
     TextFilter,
@@ -188,6 +188,31 @@ pub fn pb_nvl_domain(d: &NvlDomain) -> pb::NvlDomain {
     }
 }
 
+/// The reference's `NVLinkDomain` view on the wire: `id` and
+/// `rack_group_id` are the domain's external id (its UUID for a domain
+/// without one), `name` its name.
+pub fn pb_nvlink_domain(view: &NvlinkDomainView) -> pb::NvLinkDomain {
+    let domain = &view.domain;
+    let id = domain
+        .external_id
+        .clone()
+        .unwrap_or_else(|| domain.id.to_string());
+    let labels = RackLabels::new(&view.racks, std::slice::from_ref(domain));
+    pb::NvLinkDomain {
+        id: id.clone(),
+        name: domain.name.clone().unwrap_or_default(),
+        topology: view.topology.clone(),
+        operation_status: view.operation_status as i32,
+        components: view
+            .components
+            .iter()
+            .map(|c| pb_component(c, &labels))
+            .collect(),
+        nmxc_cluster_id: domain.nmxc_cluster_id.clone(),
+        rack_group_id: id,
+    }
+}
+
 /// A new rack with its components from `CreateExpectedRack`.
 pub fn new_rack(rack: Option<&pb::Rack>) -> Checked<(Rack, Vec<Component>)> {
     let Some(rack) = rack else {
@@ -296,12 +321,8 @@ const MAX_OPERATIONAL_REASON: usize = 512;
 /// The reference's `status` for an operational state: an in-service
 /// component is in use and blocks what the readiness gate holds back.
 fn pb_status(operational: &OperationalStatus) -> pb::ComponentOperationStatus {
-    let phase = match operational.state {
-        OperationalState::InService => pb::Phase::InUse,
-        OperationalState::Drained | OperationalState::Maintenance => pb::Phase::Ready,
-    };
     pb::ComponentOperationStatus {
-        phase: phase as i32,
+        phase: Phase::of(Some(operational)) as i32,
         reason: operational.reason.clone(),
         blocked_operations: operational
             .state
@@ -312,7 +333,11 @@ fn pb_status(operational: &OperationalStatus) -> pb::ComponentOperationStatus {
     }
 }
 
-pub fn pb_component(c: &Component, rack_external_id: Option<&str>) -> pb::Component {
+/// The wire form of a component; `labels` name its rack's external id and
+/// NVLink domain (a rack missing from them: those fields stay empty).
+pub fn pb_component(c: &Component, labels: &RackLabels) -> pb::Component {
+    let rack = labels.of(c.rack_id);
+    let domain = rack.and_then(|r| r.nvl_domain.as_ref());
     pb::Component {
         r#type: c.component_type as i32,
         info: Some(device_info(
@@ -341,7 +366,9 @@ pub fn pb_component(c: &Component, rack_external_id: Option<&str>) -> pb::Compon
         component_id: c.external_id.clone().unwrap_or_default(),
         rack_id: c.rack_id.map(pb_uuid),
         power_state: c.power_state.clone().unwrap_or_default(),
-        rack_external_id: rack_external_id.unwrap_or_default().to_string(),
+        rack_external_id: rack.and_then(|r| r.external_id.clone()).unwrap_or_default(),
+        nvl_domain_id: domain.map(|(id, _)| pb_uuid(*id)),
+        nvl_domain_external_id: domain.and_then(|(_, external)| external.clone()),
         firmware_observed_at: c.firmware_observed_at.map(super::timestamp),
         power_state_observed_at: c.power_observed_at.map(super::timestamp),
         status: c.operational.as_ref().map(pb_status),
@@ -355,7 +382,9 @@ pub fn pb_component(c: &Component, rack_external_id: Option<&str>) -> pb::Compon
     }
 }
 
-pub fn pb_rack(r: &Rack, components: &[Component]) -> pb::Rack {
+/// The wire form of a rack; `labels` (which must hold the rack) name its
+/// NVLink domain's external id.
+pub fn pb_rack(r: &Rack, components: &[Component], labels: &RackLabels) -> pb::Rack {
     pb::Rack {
         info: Some(device_info(
             r.id,
@@ -371,13 +400,19 @@ pub fn pb_rack(r: &Rack, components: &[Component]) -> pb::Rack {
             room: r.location.room.clone(),
             position: r.location.position.clone(),
         }),
-        components: components
-            .iter()
-            .map(|c| pb_component(c, r.external_id.as_deref()))
-            .collect(),
+        components: components.iter().map(|c| pb_component(c, labels)).collect(),
         nvl_domain_ids: r.nvl_domain_id.map(pb_uuid).into_iter().collect(),
+        nvl_domain_external_ids: labels
+            .of(Some(r.id))
+            .and_then(|l| l.nvl_domain.as_ref())
+            .and_then(|(_, external)| external.clone())
+            .into_iter()
+            .collect(),
         task_stats: Some(pb::TaskStats::default()),
         external_id: r.external_id.clone().unwrap_or_default(),
+        operation_status: labels
+            .of(Some(r.id))
+            .map_or(Phase::Unknown, |l| l.operation_status) as i32,
         ..Default::default()
     }
 }
@@ -601,10 +636,10 @@ pub fn pb_component_diff(d: &rackflow_domain::drift::ComponentDiff) -> pb::Compo
     pb::ComponentDiff {
         r#type: d.diff_type.to_wire(),
         component_id: d.component_id.clone(),
-        expected: d
-            .expected
-            .as_ref()
-            .map(|e| pb_component(&e.component, Some(e.rack.as_str()))),
+        expected: d.expected.as_ref().map(|e| pb::Component {
+            rack_external_id: e.rack.clone(),
+            ..pb_component(&e.component, &RackLabels::default())
+        }),
         actual: d.actual.as_ref().map(|n| pb::Component {
             r#type: n.component_type.map_or(0, |t| t as i32),
             component_id: n.node_id.clone(),

@@ -3,8 +3,11 @@
 
 use rackflow_api::v1 as pb;
 use rackflow_domain::drift::DiffType;
-use rackflow_engine::inventory::InventoryManager;
-use rackflow_engine::store::RackImport;
+use rackflow_domain::inventory::{Component, Rack};
+use rackflow_domain::run::NameQuery;
+use rackflow_engine::inventory::{InventoryManager, RackWithComponents};
+use rackflow_engine::store::{NvlDomainQuery, RackImport};
+use uuid::Uuid;
 
 use super::ApiResult;
 use crate::convert::{self, pb_uuid, wire_count};
@@ -79,9 +82,7 @@ pub(crate) async fn get_rack_info_by_id(
 ) -> ApiResult<pb::GetRackInfoResponse> {
     let rack = convert::rack_ref(req.id.as_ref())?;
     let found = inventory.rack(&rack, req.with_components).await?;
-    Ok(pb::GetRackInfoResponse {
-        rack: Some(convert::pb_rack(&found.rack, &found.components)),
-    })
+    rack_info(inventory, &found).await
 }
 
 /// `serial_info` of a lookup by serial: required, with a serial number.
@@ -104,22 +105,51 @@ pub(crate) async fn get_rack_info_by_serial(
     let found = inventory
         .rack_by_serial(&manufacturer, &serial, req.with_components)
         .await?;
+    rack_info(inventory, &found).await
+}
+
+async fn rack_info(
+    inventory: &InventoryManager,
+    found: &RackWithComponents,
+) -> ApiResult<pb::GetRackInfoResponse> {
+    let labels = inventory.rack_labels(&[&found.rack], &[], true).await?;
     Ok(pb::GetRackInfoResponse {
-        rack: Some(convert::pb_rack(&found.rack, &found.components)),
+        rack: Some(convert::pb_rack(&found.rack, &found.components, &labels)),
     })
 }
 
-fn component_info(
-    component: &rackflow_domain::inventory::Component,
-    rack: Option<&rackflow_domain::inventory::Rack>,
-) -> pb::GetComponentInfoResponse {
-    pb::GetComponentInfoResponse {
-        component: Some(convert::pb_component(
-            component,
-            rack.and_then(|r| r.external_id.as_deref()),
-        )),
-        rack: rack.map(|r| convert::pb_rack(r, &[])),
-    }
+/// A component (and its rack when asked for), labelled with its rack's
+/// external id and NVLink domain either way.
+async fn component_info(
+    inventory: &InventoryManager,
+    component: &Component,
+    rack: Option<&Rack>,
+) -> ApiResult<pb::GetComponentInfoResponse> {
+    let labels = inventory
+        .rack_labels(
+            &rack.into_iter().collect::<Vec<_>>(),
+            &component.rack_id.into_iter().collect::<Vec<_>>(),
+            true,
+        )
+        .await?;
+    Ok(pb::GetComponentInfoResponse {
+        component: Some(convert::pb_component(component, &labels)),
+        rack: rack.map(|r| convert::pb_rack(r, &[], &labels)),
+    })
+}
+
+/// Components on the wire, labelled with their racks' external ids and
+/// NVLink domains (one read of the racks, one of the domains).
+async fn labelled_components(
+    inventory: &InventoryManager,
+    components: &[Component],
+) -> ApiResult<Vec<pb::Component>> {
+    let rack_ids: Vec<Uuid> = components.iter().filter_map(|c| c.rack_id).collect();
+    let labels = inventory.rack_labels(&[], &rack_ids, false).await?;
+    Ok(components
+        .iter()
+        .map(|c| convert::pb_component(c, &labels))
+        .collect())
 }
 
 pub(crate) async fn get_component_info_by_id(
@@ -128,7 +158,7 @@ pub(crate) async fn get_component_info_by_id(
 ) -> ApiResult<pb::GetComponentInfoResponse> {
     let id = convert::required_id(req.id.as_ref(), "component id is required")?;
     let (component, rack) = inventory.component_by_id(id, req.with_rack).await?;
-    Ok(component_info(&component, rack.as_ref()))
+    component_info(inventory, &component, rack.as_ref()).await
 }
 
 pub(crate) async fn get_component_info_by_serial(
@@ -139,7 +169,7 @@ pub(crate) async fn get_component_info_by_serial(
     let (component, rack) = inventory
         .component_by_serial(&manufacturer, &serial, req.with_rack)
         .await?;
-    Ok(component_info(&component, rack.as_ref()))
+    component_info(inventory, &component, rack.as_ref()).await
 }
 
 pub(crate) async fn get_list_of_racks(
@@ -153,11 +183,18 @@ pub(crate) async fn get_list_of_racks(
     )?;
     let page = convert::page(req.pagination.as_ref())?;
     let (racks, total) = inventory.racks(&filter, page, req.with_components).await?;
+    let labels = inventory
+        .rack_labels(
+            &racks.iter().map(|r| &r.rack).collect::<Vec<_>>(),
+            &[],
+            true,
+        )
+        .await?;
     Ok(pb::GetListOfRacksResponse {
         racks: super::fit_reply(
             racks
                 .iter()
-                .map(|r| convert::pb_rack(&r.rack, &r.components))
+                .map(|r| convert::pb_rack(&r.rack, &r.components, &labels))
                 .collect(),
         ),
         total: wire_count(total),
@@ -245,16 +282,8 @@ pub(crate) async fn get_list_of_nvl_domains(
     inventory: &InventoryManager,
     req: pb::GetListOfNvlDomainsRequest,
 ) -> ApiResult<pb::GetListOfNvlDomainsResponse> {
-    let name = req
-        .info
-        .map(|q| rackflow_domain::run::NameQuery {
-            patterns: q.patterns,
-            is_wildcard: q.is_wildcard,
-            use_or: q.use_or,
-        })
-        .unwrap_or_default();
     let page = convert::page(req.pagination.as_ref())?;
-    let (domains, total) = inventory.nvl_domains(&name, page).await?;
+    let (domains, total) = inventory.nvl_domains(&name_query(req.info), page).await?;
     Ok(pb::GetListOfNvlDomainsResponse {
         nvl_domains: domains.iter().map(convert::pb_nvl_domain).collect(),
         total: wire_count(total),
@@ -267,9 +296,81 @@ pub(crate) async fn get_racks_for_nvl_domain(
 ) -> ApiResult<pb::GetRacksForNvlDomainResponse> {
     let domain = convert::identifier(req.nvl_domain_identifier.as_ref(), "nvl_domain_identifier")?;
     let (_, racks) = inventory.racks_of_nvl_domain(&domain).await?;
+    let labels = inventory
+        .rack_labels(&racks.iter().collect::<Vec<_>>(), &[], true)
+        .await?;
     Ok(pb::GetRacksForNvlDomainResponse {
-        racks: super::fit_reply(racks.iter().map(|r| convert::pb_rack(r, &[])).collect()),
+        racks: super::fit_reply(
+            racks
+                .iter()
+                .map(|r| convert::pb_rack(r, &[], &labels))
+                .collect(),
+        ),
     })
+}
+
+/// The id of `GetNVLinkDomain`: required, not blank.
+fn nvlink_domain_id(id: &str) -> ApiResult<&str> {
+    let id = id.trim();
+    if id.is_empty() {
+        return Err(convert::Invalid("id: NVLink domain id must not be blank".into()).into());
+    }
+    Ok(id)
+}
+
+pub(crate) async fn get_nvlink_domain(
+    inventory: &InventoryManager,
+    req: pb::GetNvLinkDomainRequest,
+) -> ApiResult<pb::GetNvLinkDomainResponse> {
+    let id = nvlink_domain_id(&req.id)?;
+    let view = inventory.nvlink_domain(id, req.with_components).await?;
+    Ok(pb::GetNvLinkDomainResponse {
+        domain: Some(convert::pb_nvlink_domain(&view)),
+    })
+}
+
+/// `order_by` of `GetListOfNVLinkDomains`: `NAME_ASC` (the default, also
+/// when empty) or `NAME_DESC`, in any case; anything else is refused
+/// before anything is read.
+fn nvlink_domain_order(order_by: &str) -> ApiResult<bool> {
+    match order_by.trim().to_ascii_uppercase().as_str() {
+        "" | "NAME_ASC" => Ok(false),
+        "NAME_DESC" => Ok(true),
+        _ => Err(convert::Invalid(format!(
+            "order_by: {order_by:?} is not an order (NAME_ASC or NAME_DESC)"
+        ))
+        .into()),
+    }
+}
+
+pub(crate) async fn get_list_of_nvlink_domains(
+    inventory: &InventoryManager,
+    req: pb::GetListOfNvLinkDomainsRequest,
+) -> ApiResult<pb::GetListOfNvLinkDomainsResponse> {
+    let descending = nvlink_domain_order(&req.order_by)?;
+    let page = convert::page(req.pagination.as_ref())?;
+    let query = NvlDomainQuery {
+        name: name_query(req.info),
+        external_only: true,
+        descending,
+    };
+    let (views, total) = inventory
+        .nvlink_domains(&query, page, req.with_components)
+        .await?;
+    Ok(pb::GetListOfNvLinkDomainsResponse {
+        domains: super::fit_reply(views.iter().map(convert::pb_nvlink_domain).collect()),
+        total: wire_count(total),
+    })
+}
+
+/// A `StringQueryInfo` as a name query (none: every name).
+fn name_query(info: Option<pb::StringQueryInfo>) -> NameQuery {
+    info.map(|q| NameQuery {
+        patterns: q.patterns,
+        is_wildcard: q.is_wildcard,
+        use_or: q.use_or,
+    })
+    .unwrap_or_default()
 }
 
 /// `ValidateComponents`: expected (the inventory) vs actual (the component
@@ -316,12 +417,7 @@ pub(crate) async fn get_components(
     let page = convert::page(req.pagination.as_ref())?;
     let (components, total) = inventory.components(query, page).await?;
     Ok(pb::GetComponentsResponse {
-        components: super::fit_reply(
-            components
-                .iter()
-                .map(|c| convert::pb_component(c, None))
-                .collect(),
-        ),
+        components: super::fit_reply(labelled_components(inventory, &components).await?),
         total: wire_count(total),
     })
 }
@@ -332,8 +428,9 @@ pub(crate) async fn add_component(
 ) -> ApiResult<pb::AddComponentResponse> {
     let component = convert::added_component(&req)?;
     inventory.add_component(&component).await?;
+    let mut labelled = labelled_components(inventory, std::slice::from_ref(&component)).await?;
     Ok(pb::AddComponentResponse {
-        component: Some(convert::pb_component(&component, None)),
+        component: labelled.pop(),
     })
 }
 
@@ -344,7 +441,8 @@ pub(crate) async fn patch_component(
     let id = convert::required_id(req.id.as_ref(), "component id is required")?;
     let patch = convert::component_patch(&req)?;
     let updated = inventory.patch_component(id, &patch).await?;
+    let mut labelled = labelled_components(inventory, std::slice::from_ref(&updated)).await?;
     Ok(pb::PatchComponentResponse {
-        component: Some(convert::pb_component(&updated, None)),
+        component: labelled.pop(),
     })
 }
