@@ -12,6 +12,13 @@ use crate::rack::ComponentView;
 
 #[derive(Debug, Subcommand)]
 pub enum ComponentCommand {
+    /// Show one component: its rack, NVLink domain, firmware (as observed
+    /// or as imported), power, operational state, position and BMCs.
+    Get {
+        /// Component UUID.
+        #[arg(value_parser = crate::args::parse_uuid)]
+        id: uuid::Uuid,
+    },
     /// Set (or clear) a component's operational state. Power and firmware
     /// tasks wait while any of their components is in service (the
     /// readiness gate), unless they override the readiness check.
@@ -67,6 +74,9 @@ pub async fn run(
     output: OutputFormat,
 ) -> anyhow::Result<()> {
     match command {
+        ComponentCommand::Get { id } => {
+            crate::lifecycle::run_component_get(server, *id, output).await
+        }
         ComponentCommand::Delete { id } => {
             crate::lifecycle::run_component_removal(server, *id, false, output).await
         }

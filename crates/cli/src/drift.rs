@@ -325,6 +325,9 @@ mod tests {
             power_state_observed_at: None,
             operational_state: String::new(),
             operational_reason: String::new(),
+            rack_external_id: String::new(),
+            nvl_domain_id: None,
+            nvl_domain_external_id: None,
             bmcs: Vec::new(),
         }
     }
@@ -339,6 +342,8 @@ mod tests {
             serial_number: String::new(),
             description: None,
             location: LocationView::default(),
+            nvl_domain_ids: Vec::new(),
+            nvl_domain_external_ids: Vec::new(),
             operation_status: String::new(),
             task_stats: TaskStatsView::default(),
             components: Some(components),

@@ -202,6 +202,9 @@ pub enum RackCommand {
         #[arg(long)]
         with_components: bool,
     },
+    /// Create an expected rack (no components: `fleet import` brings racks
+    /// with theirs), optionally in an NVLink domain.
+    Create(lifecycle::RackCreateArgs),
     /// Change a rack's name, description or location; prints what changed.
     Patch(lifecycle::RackPatchArgs),
     /// Delete a rack (soft: hidden everywhere; its external id stays
@@ -390,6 +393,9 @@ async fn run_command(
             id,
             with_components,
         }) => rack::run_get(server, &id, with_components, output).await,
+        Command::Rack(RackCommand::Create(args)) => {
+            lifecycle::run_rack_create(server, &args, output).await
+        }
         Command::Rack(RackCommand::Patch(args)) => {
             lifecycle::run_rack_patch(server, &args, output).await
         }

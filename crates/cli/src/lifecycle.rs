@@ -1,10 +1,12 @@
 //! Inventory lifecycle and NVLink domains on the command line (issue 32):
-//! `rack patch|delete|purge`, `component delete|purge` and `nvl-domain
-//! create|attach|detach|list|racks`, each one call of the reference's RPC
-//! (`PatchRack`, `DeleteRack`, `PurgeRack`, `DeleteComponent`,
+//! `rack create|patch|delete|purge`, `component get|delete|purge` and
+//! `nvl-domain create|attach|detach|list|get|racks`, each one call of the
+//! reference's RPC (`CreateExpectedRack`, `PatchRack`, `DeleteRack`,
+//! `PurgeRack`, `GetComponentInfoByID`, `DeleteComponent`,
 //! `PurgeComponent`, `CreateNVLDomain`, `AttachRacksToNVLDomain`,
-//! `DetachRacksFromNVLDomain`, `GetListOfNVLDomains`,
-//! `GetRacksForNVLDomain`).
+//! `DetachRacksFromNVLDomain`, `GetListOfNVLDomains`, `GetNVLinkDomain`,
+//! `GetRacksForNVLDomain`); `rack create --nvl-domain` attaches the new
+//! rack in a second call.
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -44,6 +46,16 @@ pub enum NvlDomainCommand {
     },
     /// List domains by name.
     List(ListArgs),
+    /// Show a domain as the reference's NVLink-domain view: its rack group
+    /// id, topology (the member racks' model), the phase aggregated over
+    /// its components, and with --with-components the components.
+    Get {
+        /// The domain: its external id (rack group id), UUID or name.
+        domain: String,
+        /// Include the member racks' components.
+        #[arg(long)]
+        with_components: bool,
+    },
     /// The racks of a domain.
     Racks {
         /// The domain: UUID or name.
@@ -104,6 +116,42 @@ impl NvlDomainView {
             name: identifier.name,
             external_id: d.external_id.clone(),
             nmxc_cluster_id: d.nmxc_cluster_id.clone(),
+        }
+    }
+}
+
+/// JSON of `nvl-domain get`.
+#[derive(Debug, Clone, Serialize)]
+pub struct NvlinkDomainView {
+    /// The external id (rack group id); the UUID for a domain without one.
+    pub id: String,
+    pub name: String,
+    pub rack_group_id: String,
+    /// The member racks' model (none: no racks, or models differ).
+    pub topology: Option<String>,
+    /// Aggregated component phase (`ready`, `in_use`, `unknown`, …).
+    pub operation_status: String,
+    pub nmxc_cluster_id: Option<String>,
+    /// Only with `--with-components`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub components: Option<Vec<crate::rack::ComponentView>>,
+}
+
+impl NvlinkDomainView {
+    fn from_proto(d: &v1::NvLinkDomain, with_components: bool) -> NvlinkDomainView {
+        NvlinkDomainView {
+            id: d.id.clone(),
+            name: d.name.clone(),
+            rack_group_id: d.rack_group_id.clone(),
+            topology: d.topology.clone(),
+            operation_status: crate::rack::phase_name(d.operation_status),
+            nmxc_cluster_id: d.nmxc_cluster_id.clone(),
+            components: with_components.then(|| {
+                d.components
+                    .iter()
+                    .map(crate::rack::ComponentView::from_proto)
+                    .collect()
+            }),
         }
     }
 }
@@ -233,6 +281,58 @@ pub async fn run_nvl_domain(
                 }
             }
         }
+        NvlDomainCommand::Get {
+            domain,
+            with_components,
+        } => {
+            let found = flow
+                .get_nv_link_domain(v1::GetNvLinkDomainRequest {
+                    id: domain.clone(),
+                    with_components: *with_components,
+                })
+                .await
+                .with_context(|| format!("get NVLink domain {domain}"))?
+                .into_inner()
+                .domain
+                .with_context(|| {
+                    format!("NVLink domain {domain}: the server answered without it")
+                })?;
+            let view = NvlinkDomainView::from_proto(&found, *with_components);
+            match output {
+                OutputFormat::Json => print_json(&view),
+                OutputFormat::Table => {
+                    let mut fields = Fields::new();
+                    fields
+                        .add("ID", &view.id)
+                        .add("Name", or_dash(&view.name))
+                        .add("Rack group", or_dash(&view.rack_group_id))
+                        .add("Topology", or_dash(view.topology.as_deref().unwrap_or("")))
+                        .add("Status", &view.operation_status)
+                        .add(
+                            "NMX-C cluster",
+                            or_dash(view.nmxc_cluster_id.as_deref().unwrap_or("")),
+                        );
+                    fields.print();
+                    if let Some(components) = &view.components {
+                        crate::outln!();
+                        let mut table =
+                            Table::new(["TYPE", "NAME", "RACK", "FIRMWARE", "STATE", "ID"]);
+                        for c in components {
+                            table.row([
+                                c.component_type.clone(),
+                                or_dash(&c.name),
+                                or_dash(&c.rack_external_id),
+                                or_dash(&c.firmware_version),
+                                or_dash(&c.operational_state),
+                                c.id.clone(),
+                            ]);
+                        }
+                        table.print();
+                    }
+                    Ok(())
+                }
+            }
+        }
         NvlDomainCommand::Racks { domain } => {
             let racks = flow
                 .get_racks_for_nvl_domain(v1::GetRacksForNvlDomainRequest {
@@ -286,6 +386,116 @@ async fn rack_id(flow: &mut client::Flow, text: &str) -> anyhow::Result<String> 
     .and_then(|i| i.id)
     .map(|u| u.id)
     .with_context(|| format!("rack {text}: the server answered without an id"))
+}
+
+/// Flags of `rack create`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RackCreateArgs {
+    /// The rack's name.
+    pub name: String,
+    /// Its id in the external inventory (unique; a deleted rack holds it
+    /// until purged).
+    #[arg(long, value_name = "ID")]
+    pub external_id: Option<String>,
+    #[arg(long)]
+    pub manufacturer: Option<String>,
+    /// Rack model, e.g. "GB200 NVL72" (firmware bundles are per model).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Serial number (unique with the manufacturer).
+    #[arg(long)]
+    pub serial_number: Option<String>,
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Location: region.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Location: datacenter.
+    #[arg(long)]
+    pub datacenter: Option<String>,
+    /// Location: room.
+    #[arg(long)]
+    pub room: Option<String>,
+    /// Location: position.
+    #[arg(long)]
+    pub position: Option<String>,
+    /// Put the new rack into this NVLink domain (name or UUID).
+    #[arg(long, value_name = "DOMAIN")]
+    pub nvl_domain: Option<String>,
+}
+
+/// JSON of `rack create`.
+#[derive(Debug, Clone, Serialize)]
+struct CreatedRackView {
+    id: String,
+    name: String,
+    nvl_domain: Option<String>,
+}
+
+/// `rackflow rack create`: an expected rack without components (they come
+/// with `fleet import` or the inventory sync), attached to a domain when
+/// asked.
+pub async fn run_rack_create(
+    server: &ServerAddress,
+    args: &RackCreateArgs,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let mut flow = client::connect(server).await?;
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    let id = flow
+        .create_expected_rack(v1::CreateExpectedRackRequest {
+            rack: Some(v1::Rack {
+                info: Some(v1::DeviceInfo {
+                    name: args.name.clone(),
+                    manufacturer: text(&args.manufacturer),
+                    model: args.model.clone(),
+                    serial_number: text(&args.serial_number),
+                    description: args.description.clone(),
+                    ..Default::default()
+                }),
+                location: Some(v1::Location {
+                    region: text(&args.region),
+                    datacenter: text(&args.datacenter),
+                    room: text(&args.room),
+                    position: text(&args.position),
+                }),
+                external_id: text(&args.external_id),
+                ..Default::default()
+            }),
+        })
+        .await
+        .with_context(|| format!("create rack {}", args.name))?
+        .into_inner()
+        .id
+        .map(|u| u.id)
+        .with_context(|| format!("rack {}: the server answered without an id", args.name))?;
+    if let Some(domain) = &args.nvl_domain {
+        flow.attach_racks_to_nvl_domain(v1::AttachRacksToNvlDomainRequest {
+            nvl_domain_identifier: Some(identifier(domain)),
+            rack_identifiers: vec![identifier(&id)],
+        })
+        .await
+        .with_context(|| {
+            format!("rack {id} was created; attaching it to NVL domain {domain} failed")
+        })?;
+    }
+    let view = CreatedRackView {
+        id: id.clone(),
+        name: args.name.clone(),
+        nvl_domain: args.nvl_domain.clone(),
+    };
+    match output {
+        OutputFormat::Json => print_json(&view),
+        OutputFormat::Table => {
+            match &view.nvl_domain {
+                Some(domain) => {
+                    crate::outln!("rack {} created: {id} (in NVL domain {domain})", view.name)
+                }
+                None => crate::outln!("rack {} created: {id}", view.name),
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Flags of `rack patch`.
@@ -419,6 +629,74 @@ pub async fn run_rack_purge(
     .await
     .with_context(|| format!("purge rack {id}"))?;
     done(output, format!("rack {id} purged"))
+}
+
+/// `rackflow component get`.
+pub async fn run_component_get(
+    server: &ServerAddress,
+    id: uuid::Uuid,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let mut flow = client::connect(server).await?;
+    let component = flow
+        .get_component_info_by_id(v1::GetComponentInfoByIdRequest {
+            id: Some(v1::Uuid { id: id.to_string() }),
+            with_rack: false,
+        })
+        .await
+        .with_context(|| format!("get component {id}"))?
+        .into_inner()
+        .component
+        .with_context(|| format!("component {id}: the server answered without it"))?;
+    let view = crate::rack::ComponentView::from_proto(&component);
+    match output {
+        OutputFormat::Json => print_json(&view),
+        OutputFormat::Table => {
+            let mut fields = Fields::new();
+            let domain = match (&view.nvl_domain_external_id, &view.nvl_domain_id) {
+                (Some(external), Some(id)) => format!("{external} ({id})"),
+                (None, Some(id)) => id.clone(),
+                _ => "-".to_string(),
+            };
+            let bmcs: Vec<String> = view
+                .bmcs
+                .iter()
+                .map(|b| match &b.ip_address {
+                    Some(ip) => format!("{} {} {ip}", b.bmc_type, b.mac_address),
+                    None => format!("{} {}", b.bmc_type, b.mac_address),
+                })
+                .collect();
+            fields
+                .add("ID", &view.id)
+                .add("Type", &view.component_type)
+                .add("Name", or_dash(&view.name))
+                .add("External ID", or_dash(&view.external_id))
+                .add("Rack", or_dash(&view.rack_external_id))
+                .add("NVLink domain", domain)
+                .add("Manufacturer", or_dash(&view.manufacturer))
+                .add("Model", or_dash(view.model.as_deref().unwrap_or("")))
+                .add("Serial number", or_dash(&view.serial_number))
+                .add(
+                    "Firmware",
+                    match &view.firmware_observed_at {
+                        Some(at) => format!("{} (observed {at})", or_dash(&view.firmware_version)),
+                        None => format!("{} (as imported)", or_dash(&view.firmware_version)),
+                    },
+                )
+                .add("Power", or_dash(&view.power_state))
+                .add("State", or_dash(&view.operational_state))
+                .add(
+                    "Position",
+                    format!(
+                        "slot {} tray {} host {}",
+                        view.slot_id, view.tray_idx, view.host_id
+                    ),
+                )
+                .add("BMCs", or_dash(&bmcs.join(", ")));
+            fields.print();
+            Ok(())
+        }
+    }
 }
 
 /// `rackflow component delete|purge`.

@@ -21,6 +21,10 @@ pub struct RackView {
     pub serial_number: String,
     pub description: Option<String>,
     pub location: LocationView,
+    /// The NVLink domain the rack is in (UUIDs; empty: none).
+    pub nvl_domain_ids: Vec<String>,
+    /// Its external id (the rack group id), when it has one.
+    pub nvl_domain_external_ids: Vec<String>,
     /// Aggregated component phase (`ready`, `in_use`, `unknown`, …).
     pub operation_status: String,
     pub task_stats: TaskStatsView,
@@ -68,6 +72,10 @@ pub struct ComponentView {
     /// `in_service`, `drained`, `maintenance`, or "" (never set: ready).
     pub operational_state: String,
     pub operational_reason: String,
+    pub rack_external_id: String,
+    /// The NVLink domain of the component's rack.
+    pub nvl_domain_id: Option<String>,
+    pub nvl_domain_external_id: Option<String>,
     pub bmcs: Vec<BmcView>,
 }
 
@@ -95,6 +103,13 @@ pub fn operational_state_name(value: i32) -> String {
     }
 }
 
+/// `ready`, `in_use`, `unknown`, … of a wire `Phase`.
+pub fn phase_name(value: i32) -> String {
+    v1::Phase::try_from(value)
+        .map(|p| enum_name(p.as_str_name(), "PHASE_"))
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
 fn uuid_text(id: Option<&v1::Uuid>) -> String {
     id.map(|u| u.id.clone()).unwrap_or_default()
 }
@@ -118,9 +133,9 @@ impl RackView {
                 room: location.room,
                 position: location.position,
             },
-            operation_status: v1::Phase::try_from(rack.operation_status)
-                .map(|p| enum_name(p.as_str_name(), "PHASE_"))
-                .unwrap_or_else(|_| "unknown".to_string()),
+            nvl_domain_ids: rack.nvl_domain_ids.iter().map(|u| u.id.clone()).collect(),
+            nvl_domain_external_ids: rack.nvl_domain_external_ids.clone(),
+            operation_status: phase_name(rack.operation_status),
             task_stats: TaskStatsView {
                 waiting: stats.waiting_task_count,
                 pending: stats.pending_task_count,
@@ -149,6 +164,18 @@ impl RackView {
             .map(|(t, n)| format!("{n} {t}"))
             .collect::<Vec<_>>()
             .join(", ")
+    }
+
+    /// `group-7 (UUID)`, the UUID alone without an external id, `-`
+    /// outside any domain.
+    pub fn nvl_domain_text(&self) -> String {
+        let Some(id) = self.nvl_domain_ids.first() else {
+            return "-".to_string();
+        };
+        match self.nvl_domain_external_ids.first() {
+            Some(external) => format!("{external} ({id})"),
+            None => id.clone(),
+        }
     }
 
     fn location_text(&self) -> String {
@@ -183,6 +210,9 @@ impl ComponentView {
             power_state_observed_at: crate::output::timestamp(c.power_state_observed_at.as_ref()),
             operational_state: operational_state_name(c.operational_state),
             operational_reason: c.operational_reason.clone(),
+            rack_external_id: c.rack_external_id.clone(),
+            nvl_domain_id: c.nvl_domain_id.as_ref().map(|u| u.id.clone()),
+            nvl_domain_external_id: c.nvl_domain_external_id.clone(),
             bmcs: c
                 .bmcs
                 .iter()
@@ -353,6 +383,7 @@ fn print_rack(rack: &RackView) {
         .add("Datacenter", or_dash(&rack.location.datacenter))
         .add("Room", or_dash(&rack.location.room))
         .add("Position", or_dash(&rack.location.position))
+        .add("NVLink domain", rack.nvl_domain_text())
         .add("Status", &rack.operation_status)
         .add(
             "Tasks",

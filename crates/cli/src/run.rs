@@ -90,6 +90,15 @@ pub struct CreateArgs {
     /// Candidate racks by external id (comma-separated or repeated).
     #[arg(long, value_name = "EXTERNAL_ID", value_delimiter = ',')]
     pub rack_external_ids: Vec<String>,
+    /// Candidate NVLink domains by name or UUID (comma-separated or
+    /// repeated): their member racks when the run is planned.
+    #[arg(
+        long = "nvl-domain",
+        visible_alias = "nvl-domains",
+        value_name = "DOMAIN",
+        value_delimiter = ','
+    )]
+    pub nvl_domains: Vec<String>,
     /// Component types to upgrade, e.g. compute,nvswitch [default: all].
     #[arg(long, value_name = "TYPES", value_delimiter = ',', value_parser = parse_component_type)]
     pub component_types: Vec<ComponentType>,
@@ -183,6 +192,24 @@ impl CreateArgs {
                             ..Default::default()
                         }),
                 )
+                .collect();
+        }
+        if !self.nvl_domains.is_empty() {
+            op.nvl_domains = self
+                .nvl_domains
+                .iter()
+                .map(|d| d.trim())
+                .filter(|d| !d.is_empty())
+                .map(|d| match uuid::Uuid::parse_str(d) {
+                    Ok(id) => RackTargetSpec {
+                        id: Some(id.to_string()),
+                        ..Default::default()
+                    },
+                    Err(_) => RackTargetSpec {
+                        name: Some(d.to_string()),
+                        ..Default::default()
+                    },
+                })
                 .collect();
         }
         if !self.component_types.is_empty() {
@@ -484,10 +511,8 @@ fn config_fields(fields: &mut Fields, spec: &RunSpec) {
     if let Some(d) = &op.description {
         fields.add("Task description", d);
     }
-    let scope = if op.racks.is_empty() {
-        "all qualified racks".to_string()
-    } else {
-        op.racks
+    let named = |targets: &[crate::spec::RackTargetSpec]| {
+        targets
             .iter()
             .map(|r| {
                 let id = r
@@ -506,7 +531,16 @@ fn config_fields(fields: &mut Fields, spec: &RunSpec) {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    fields.add("Racks", scope);
+    if op.nvl_domains.is_empty() {
+        let scope = if op.racks.is_empty() {
+            "all qualified racks".to_string()
+        } else {
+            named(&op.racks)
+        };
+        fields.add("Racks", scope);
+    } else {
+        fields.add("NVLink domains", named(&op.nvl_domains));
+    }
     if !op.component_types.is_empty() {
         let types: Vec<&str> = op.component_types.iter().map(|t| t.name()).collect();
         fields.add("Component types", types.join(", "));

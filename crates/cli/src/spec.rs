@@ -201,6 +201,10 @@ pub struct OperationSpec {
     /// Candidate racks; empty = every qualified rack.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub racks: Vec<RackTargetSpec>,
+    /// Candidate NVLink domains (their member racks when the run is
+    /// planned); exclusive with `racks`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvl_domains: Vec<RackTargetSpec>,
     /// Component types to upgrade: on racks without their own list, or as the
     /// default-scope filter when `racks` is empty. Empty = all types.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -214,7 +218,8 @@ pub struct OperationSpec {
     pub exclude_runs: Vec<String>,
 }
 
-/// A candidate rack: exactly one of `id`, `name`, `external_id`.
+/// A candidate rack (or NVLink domain): exactly one of `id`, `name`,
+/// `external_id`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RackTargetSpec {
@@ -367,7 +372,25 @@ impl RunSpec {
                     .map_err(|e| anyhow::anyhow!("operation.rule_id (--rule-id): {e}"))
             })
             .transpose()?;
-        let target_spec = if op.racks.is_empty() {
+        if !op.racks.is_empty() && !op.nvl_domains.is_empty() {
+            bail!(
+                "operation.racks (--racks) and operation.nvl_domains (--nvl-domain) cannot be \
+                 combined: a run's candidates are racks or NVLink domains"
+            );
+        }
+        let target_spec = if !op.nvl_domains.is_empty() {
+            let targets = op
+                .nvl_domains
+                .iter()
+                .enumerate()
+                .map(|(i, d)| nvl_domain_target_to_proto(i, d, &op.component_types))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Some(v1::OperationTargetSpec {
+                targets: Some(v1::operation_target_spec::Targets::NvlDomains(
+                    v1::NvlDomainTargets { targets },
+                )),
+            })
+        } else if op.racks.is_empty() {
             None
         } else {
             let targets = op
@@ -382,9 +405,12 @@ impl RunSpec {
                 })),
             })
         };
-        let default_scope_component_filter = if !op.racks.is_empty() {
+        let default_scope_component_filter = if !op.racks.is_empty() || !op.nvl_domains.is_empty() {
             if !op.component_ids.is_empty() {
-                bail!("operation.component_ids cannot be combined with operation.racks");
+                bail!(
+                    "operation.component_ids cannot be combined with operation.racks or \
+                     operation.nvl_domains"
+                );
             }
             None
         } else if !op.component_ids.is_empty() {
@@ -525,10 +551,18 @@ impl RunSpec {
                 op.bundle = fw.firmware_bundle.as_ref().map(BundleSpec::from_proto);
                 op.description = Some(fw.description.clone()).filter(|d| !d.is_empty());
                 op.rule_id = fw.rule_id.as_ref().map(|u| u.id.clone());
-                if let Some(v1::operation_target_spec::Targets::Racks(racks)) =
-                    fw.target_spec.as_ref().and_then(|t| t.targets.as_ref())
-                {
-                    op.racks = racks.targets.iter().map(rack_target_from_proto).collect();
+                match fw.target_spec.as_ref().and_then(|t| t.targets.as_ref()) {
+                    Some(v1::operation_target_spec::Targets::Racks(racks)) => {
+                        op.racks = racks.targets.iter().map(rack_target_from_proto).collect();
+                    }
+                    Some(v1::operation_target_spec::Targets::NvlDomains(domains)) => {
+                        op.nvl_domains = domains
+                            .targets
+                            .iter()
+                            .map(nvl_domain_target_from_proto)
+                            .collect();
+                    }
+                    _ => {}
                 }
             }
             if let Some(scope) = &operation.target_scope {
@@ -648,54 +682,113 @@ fn phase_plan_from_proto(plan: &v1::operation_run_phase_policy::Plan) -> PhasePl
     }
 }
 
+/// How a [`RackTargetSpec`] names its rack or domain.
+enum Named {
+    Id(v1::Uuid),
+    Name(String),
+    ExternalId(String),
+}
+
+/// The identifier and the component types (its own, else `default_types`)
+/// of the target `field[i]`.
+fn named_target(
+    field: &str,
+    i: usize,
+    spec: &RackTargetSpec,
+    default_types: &[ComponentType],
+) -> anyhow::Result<(Named, Vec<i32>)> {
+    let named = match (
+        non_empty(&spec.id),
+        non_empty(&spec.name),
+        non_empty(&spec.external_id),
+    ) {
+        (Some(id), None, None) => {
+            let id = crate::args::parse_uuid(&id)
+                .map_err(|e| anyhow::anyhow!("operation.{field}[{i}].id: {e}"))?;
+            Named::Id(v1::Uuid { id: id.to_string() })
+        }
+        (None, Some(name), None) => Named::Name(name),
+        (None, None, Some(external_id)) => Named::ExternalId(external_id),
+        _ => bail!("operation.{field}[{i}] must set exactly one of id, name and external_id"),
+    };
+    let types = if spec.component_types.is_empty() {
+        default_types
+    } else {
+        &spec.component_types
+    };
+    Ok((named, types.iter().map(|t| *t as i32).collect()))
+}
+
+/// The spec of a wire target's identifier and component types.
+fn target_spec_of(named: Option<Named>, component_types: &[i32]) -> RackTargetSpec {
+    let mut spec = RackTargetSpec {
+        component_types: component_types
+            .iter()
+            .filter_map(|v| ComponentType::from_i32(*v))
+            .collect(),
+        ..Default::default()
+    };
+    match named {
+        Some(Named::Id(u)) => spec.id = Some(u.id),
+        Some(Named::Name(n)) => spec.name = Some(n),
+        Some(Named::ExternalId(e)) => spec.external_id = Some(e),
+        None => {}
+    }
+    spec
+}
+
 fn rack_target_to_proto(
     i: usize,
     rack: &RackTargetSpec,
     default_types: &[ComponentType],
 ) -> anyhow::Result<v1::RackTarget> {
     use v1::rack_target::Identifier;
-    let identifier = match (
-        non_empty(&rack.id),
-        non_empty(&rack.name),
-        non_empty(&rack.external_id),
-    ) {
-        (Some(id), None, None) => {
-            let id = crate::args::parse_uuid(&id)
-                .map_err(|e| anyhow::anyhow!("operation.racks[{i}].id: {e}"))?;
-            Identifier::Id(v1::Uuid { id: id.to_string() })
-        }
-        (None, Some(name), None) => Identifier::Name(name),
-        (None, None, Some(external_id)) => Identifier::ExternalId(external_id),
-        _ => bail!("operation.racks[{i}] must set exactly one of id, name and external_id"),
-    };
-    let types = if rack.component_types.is_empty() {
-        default_types
-    } else {
-        &rack.component_types
-    };
+    let (named, component_types) = named_target("racks", i, rack, default_types)?;
     Ok(v1::RackTarget {
-        identifier: Some(identifier),
-        component_types: types.iter().map(|t| *t as i32).collect(),
+        identifier: Some(match named {
+            Named::Id(id) => Identifier::Id(id),
+            Named::Name(n) => Identifier::Name(n),
+            Named::ExternalId(e) => Identifier::ExternalId(e),
+        }),
+        component_types,
+    })
+}
+
+fn nvl_domain_target_to_proto(
+    i: usize,
+    domain: &RackTargetSpec,
+    default_types: &[ComponentType],
+) -> anyhow::Result<v1::NvlDomainTarget> {
+    use v1::nvl_domain_target::Identifier;
+    let (named, component_types) = named_target("nvl_domains", i, domain, default_types)?;
+    Ok(v1::NvlDomainTarget {
+        identifier: Some(match named {
+            Named::Id(id) => Identifier::Id(id),
+            Named::Name(n) => Identifier::Name(n),
+            Named::ExternalId(e) => Identifier::ExternalId(e),
+        }),
+        component_types,
     })
 }
 
 fn rack_target_from_proto(target: &v1::RackTarget) -> RackTargetSpec {
     use v1::rack_target::Identifier;
-    let mut spec = RackTargetSpec {
-        component_types: target
-            .component_types
-            .iter()
-            .filter_map(|v| ComponentType::from_i32(*v))
-            .collect(),
-        ..Default::default()
-    };
-    match &target.identifier {
-        Some(Identifier::Id(u)) => spec.id = Some(u.id.clone()),
-        Some(Identifier::Name(n)) => spec.name = Some(n.clone()),
-        Some(Identifier::ExternalId(e)) => spec.external_id = Some(e.clone()),
-        None => {}
-    }
-    spec
+    let named = target.identifier.as_ref().map(|i| match i {
+        Identifier::Id(u) => Named::Id(u.clone()),
+        Identifier::Name(n) => Named::Name(n.clone()),
+        Identifier::ExternalId(e) => Named::ExternalId(e.clone()),
+    });
+    target_spec_of(named, &target.component_types)
+}
+
+fn nvl_domain_target_from_proto(target: &v1::NvlDomainTarget) -> RackTargetSpec {
+    use v1::nvl_domain_target::Identifier;
+    let named = target.identifier.as_ref().map(|i| match i {
+        Identifier::Id(u) => Named::Id(u.clone()),
+        Identifier::Name(n) => Named::Name(n.clone()),
+        Identifier::ExternalId(e) => Named::ExternalId(e.clone()),
+    });
+    target_spec_of(named, &target.component_types)
 }
 
 /// A std duration as a protobuf one.

@@ -71,7 +71,18 @@ pub struct TargetArgs {
         help_heading = "Targets"
     )]
     pub rack_external_ids: Vec<String>,
-    /// With rack targets: only these component types, e.g. compute,nvswitch [default: all].
+    /// NVLink domains by name; a UUID is taken as the domain id
+    /// (comma-separated or repeated): their member racks when the request
+    /// is served.
+    #[arg(
+        long = "nvl-domain",
+        visible_alias = "nvl-domains",
+        value_name = "DOMAIN",
+        value_delimiter = ',',
+        help_heading = "Targets"
+    )]
+    pub nvl_domains: Vec<String>,
+    /// With rack or NVLink-domain targets: only these component types, e.g. compute,nvswitch [default: all].
     #[arg(long, value_name = "TYPES", value_delimiter = ',', value_parser = parse_component_type, help_heading = "Targets")]
     pub component_types: Vec<ComponentType>,
     /// Components by UUID (comma-separated or repeated).
@@ -82,8 +93,22 @@ pub struct TargetArgs {
     pub component_external_ids: Vec<(ComponentType, String)>,
 }
 
-const TARGET_FLAGS: &str =
-    "--racks, --rack-ids, --rack-external-ids, --components or --component-external-ids";
+const TARGET_FLAGS: &str = "--racks, --rack-ids, --rack-external-ids, --nvl-domain, --components \
+     or --component-external-ids";
+
+/// A `--nvl-domain` value as the wire names a domain: a UUID is its id,
+/// anything else its name.
+pub fn nvl_domain_target(text: &str, component_types: &[i32]) -> v1::NvlDomainTarget {
+    use v1::nvl_domain_target::Identifier;
+    let text = text.trim();
+    v1::NvlDomainTarget {
+        identifier: Some(match uuid::Uuid::parse_str(text) {
+            Ok(id) => Identifier::Id(v1::Uuid { id: id.to_string() }),
+            Err(_) => Identifier::Name(text.to_string()),
+        }),
+        component_types: component_types.to_vec(),
+    }
+}
 
 impl TargetArgs {
     /// The racks named by the rack flags, in flag order (`--racks`,
@@ -113,6 +138,30 @@ impl TargetArgs {
         let has_components = !self.components.is_empty() || !self.component_external_ids.is_empty();
         if self.component_types.contains(&ComponentType::Unknown) {
             bail!("--component-types: the Unknown component type cannot be targeted");
+        }
+        let domains: Vec<&str> = self
+            .nvl_domains
+            .iter()
+            .map(|d| d.trim())
+            .filter(|d| !d.is_empty())
+            .collect();
+        if !domains.is_empty() {
+            if !racks.is_empty() || has_components {
+                bail!(
+                    "--nvl-domain cannot be combined with rack or component flags: one request \
+                     targets either racks, NVLink domains or components"
+                );
+            }
+            let component_types: Vec<i32> =
+                self.component_types.iter().map(|t| *t as i32).collect();
+            return Ok(v1::OperationTargetSpec {
+                targets: Some(Targets::NvlDomains(v1::NvlDomainTargets {
+                    targets: domains
+                        .iter()
+                        .map(|d| nvl_domain_target(d, &component_types))
+                        .collect(),
+                })),
+            });
         }
         let targets = match (racks.is_empty(), has_components) {
             (true, false) => bail!("no targets: pass {TARGET_FLAGS}"),

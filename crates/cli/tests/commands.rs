@@ -117,6 +117,60 @@ fn power_on_builds_rack_targets_from_every_rack_flag() {
 }
 
 #[test]
+fn nvl_domain_flags_aim_at_domains_and_do_not_mix_with_racks() {
+    let PowerRequest::On(r) = power(&[
+        "power",
+        "on",
+        "--nvl-domain",
+        &format!("nvl-a,{RACK}"),
+        "--component-types",
+        "compute",
+    ])
+    .unwrap() else {
+        panic!("power on")
+    };
+    use v1::nvl_domain_target::Identifier;
+    let Some(v1::operation_target_spec::Targets::NvlDomains(domains)) =
+        r.target_spec.and_then(|s| s.targets)
+    else {
+        panic!("expected NVL-domain targets")
+    };
+    let ids: Vec<_> = domains
+        .targets
+        .iter()
+        .map(|t| t.identifier.clone().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            Identifier::Name("nvl-a".into()),
+            Identifier::Id(v1::Uuid { id: RACK.into() })
+        ]
+    );
+    assert!(domains.targets.iter().all(|t| t.component_types == [1]));
+    let mixed = power(&["power", "on", "--nvl-domain", "nvl-a", "--racks", "r"]).unwrap_err();
+    assert!(
+        mixed
+            .to_string()
+            .contains("--nvl-domain cannot be combined"),
+        "{mixed}"
+    );
+    let firmware = firmware(&[
+        "firmware",
+        "upgrade",
+        "--nvl-domains",
+        "nvl-b",
+        "--target-version",
+        "2.0",
+    ])
+    .unwrap();
+    assert!(matches!(
+        firmware.target_spec.and_then(|s| s.targets),
+        Some(v1::operation_target_spec::Targets::NvlDomains(_))
+    ));
+}
+
+#[test]
 fn power_off_and_reset_map_force_to_forced() {
     let PowerRequest::Off(off) = power(&["power", "off", "--racks", "rack-a01"]).unwrap() else {
         panic!("off")

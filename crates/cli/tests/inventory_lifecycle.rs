@@ -1,7 +1,8 @@
 //! The inventory lifecycle and NVLink domains from the command line (issue
 //! 32): the built binary against an in-process server — `nvl-domain
-//! create|attach|detach|list|racks`, `rack patch|delete|purge` and a
-//! re-import under the same external id.
+//! create|attach|detach|list|get|racks`, `rack create|patch|delete|purge`,
+//! `component get`, a re-import under the same external id, and
+//! `--nvl-domain` targets for tasks and runs.
 
 mod common;
 
@@ -90,4 +91,164 @@ fn domains_patch_delete_purge_and_reimport() {
     std::fs::remove_file(&file).ok();
     // The external id is free again: the rack is back.
     rack_uuid(s, "r-0003");
+}
+
+#[test]
+fn domain_views_and_domain_targets() {
+    let server = Server::start();
+    let s = Some(server.addr);
+    import_generated_fleet(s, 3);
+    rackflow(
+        s,
+        &["nvl-domain", "create", "nvl-a", "--external-id", "grp-a"],
+    )
+    .ok();
+    rackflow(s, &["nvl-domain", "create", "nvl-spare"]).ok();
+    let one = rack_uuid(s, "r-0001");
+    let two = rack_uuid(s, "r-0002");
+    rackflow(s, &["nvl-domain", "attach", "nvl-a", &one, &two]).ok();
+
+    // rack create, straight into a domain.
+    let created = rackflow(
+        s,
+        &[
+            "rack",
+            "create",
+            "spare-1",
+            "--external-id",
+            "r-0099",
+            "--model",
+            "GB200 NVL72",
+            "--region",
+            "eu",
+            "--nvl-domain",
+            "nvl-spare",
+            "-o",
+            "json",
+        ],
+    )
+    .ok()
+    .json();
+    let spare = created["id"].as_str().expect("id").to_string();
+    let members = rackflow(s, &["nvl-domain", "racks", "nvl-spare", "-o", "json"])
+        .ok()
+        .json();
+    assert_eq!(members[0]["id"], spare.as_str(), "{members}");
+    assert_eq!(members[0]["location"]["region"], "eu");
+    let duplicate = rackflow(s, &["rack", "create", "again", "--external-id", "r-0099"]);
+    assert_eq!(duplicate.code, Some(1));
+    assert!(
+        duplicate.stderr.contains("AlreadyExists"),
+        "{}",
+        duplicate.stderr
+    );
+
+    // nvl-domain get: the view, by rack group id, with components.
+    let view = rackflow(
+        s,
+        &[
+            "nvl-domain",
+            "get",
+            "grp-a",
+            "--with-components",
+            "-o",
+            "json",
+        ],
+    )
+    .ok()
+    .json();
+    assert_eq!(view["id"], "grp-a", "{view}");
+    assert_eq!(view["rack_group_id"], "grp-a");
+    assert_eq!(view["name"], "nvl-a");
+    assert_eq!(view["operation_status"], "unknown");
+    let components = view["components"].as_array().expect("components");
+    assert!(!components.is_empty(), "{view}");
+    for c in components {
+        assert_eq!(c["nvl_domain_external_id"], "grp-a", "{c}");
+        let rack = c["rack_external_id"].as_str().unwrap_or_default();
+        assert!(["r-0001", "r-0002"].contains(&rack), "{c}");
+    }
+    let table = rackflow(s, &["nvl-domain", "get", "nvl-a"]).ok();
+    assert!(
+        table.stdout.contains("Rack group") && table.stdout.contains("grp-a"),
+        "{}",
+        table.stdout
+    );
+
+    // rack get and component get name the domain.
+    let rack = rackflow(s, &["rack", "get", "r-0001"]).ok();
+    assert!(
+        rack.stdout.contains("NVLink domain") && rack.stdout.contains("grp-a"),
+        "{}",
+        rack.stdout
+    );
+    let component_id = components[0]["id"].as_str().expect("component id");
+    let component = rackflow(s, &["component", "get", component_id, "-o", "json"])
+        .ok()
+        .json();
+    assert_eq!(component["nvl_domain_external_id"], "grp-a", "{component}");
+    let table = rackflow(s, &["component", "get", component_id]).ok();
+    assert!(table.stdout.contains("NVLink domain"), "{}", table.stdout);
+
+    // A power task and a run aimed at the domain: its two racks only.
+    let tasks = rackflow(s, &["power", "on", "--nvl-domain", "nvl-a", "-o", "json"])
+        .ok()
+        .json();
+    assert_eq!(
+        tasks["task_ids"].as_array().map(Vec::len),
+        Some(2),
+        "{tasks}"
+    );
+    let preview = rackflow(
+        s,
+        &[
+            "run",
+            "create",
+            "--name",
+            "by-domain",
+            "--target-version",
+            "9.9.9",
+            "--same-version-for-all-models",
+            "--failure-rate",
+            "10",
+            "--nvl-domain",
+            "nvl-a",
+            "--preview",
+            "-o",
+            "json",
+        ],
+    )
+    .ok()
+    .json();
+    let mut racks: Vec<String> = preview["targets"]
+        .as_array()
+        .expect("targets")
+        .iter()
+        .map(|t| {
+            t["rack_external_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    racks.sort();
+    assert_eq!(racks, ["r-0001", "r-0002"], "{preview}");
+    let mixed = rackflow(
+        s,
+        &[
+            "run",
+            "create",
+            "--name",
+            "x",
+            "--failure-rate",
+            "10",
+            "--nvl-domain",
+            "nvl-a",
+            "--racks",
+            "r",
+            "--preview",
+        ],
+    );
+    assert_eq!(mixed.code, Some(1));
+    assert!(mixed.stderr.contains("cannot be"), "{}", mixed.stderr);
 }
