@@ -172,8 +172,10 @@ impl ScheduleManager {
     // ---- scopes from target specs ----------------------------------------------
 
     /// Resolves a target spec to one scope per rack (spec §6.2): rack
-    /// targets give the whole rack or a type filter, component targets are
-    /// grouped per rack; a rack or component named twice is refused.
+    /// targets give the whole rack or a type filter, NVLink domains their
+    /// member racks at this moment (with the type filter), component
+    /// targets are grouped per rack; a rack or component named twice is
+    /// refused.
     pub async fn resolve_scopes(&self, target: &TargetSpec) -> Result<Vec<ScopeSpec>, EngineError> {
         target.validate().map_err(ScheduleError::Invalid)?;
         let mut entries = Vec::new();
@@ -212,10 +214,25 @@ impl ScheduleManager {
                     });
                 }
             }
-            TargetSpec::NvlDomains(_) => {
-                // Same answer as task submission: the inventory has no
-                // NVLink domains yet.
-                resolve::resolve_spec(self.store.as_ref(), target).await?;
+            TargetSpec::NvlDomains(domains) => {
+                // A domain is materialised into its member racks now: a
+                // rack that joins later is not in the schedule (as the
+                // reference does; `UpdateTaskScheduleScope` re-reads it).
+                for (i, t) in domains.iter().enumerate() {
+                    let racks = resolve::domain_racks(self.store.as_ref(), &t.identifier)
+                        .await
+                        .map_err(|e| e.wrap(&format!("NVL domain target {i}")))?;
+                    for rack in racks {
+                        let filter =
+                            (!t.component_types.is_empty()).then(|| ComponentFilter::Types {
+                                types: t.component_types.clone(),
+                            });
+                        entries.push(ScopeSpec {
+                            rack_id: rack.id,
+                            filter,
+                        });
+                    }
+                }
             }
         }
         Ok(schedule::scopes_from_entries(entries)?)

@@ -47,6 +47,7 @@ both_stores!(
     trigger_fires_now_even_when_paused,
     restart_after_a_missed_window_fires_once_without_replay,
     restart_within_a_catchup_window_coalesces,
+    domain_scopes_are_the_members_at_creation,
 );
 
 /// Replicas share a PostgreSQL database; SQLite admits one process (its
@@ -1346,4 +1347,159 @@ async fn two_replicas_fire_each_occurrence_exactly_once(backend: Backend) {
     }
     a.stop().await;
     db.remove().await;
+}
+
+fn domain_spec(name: &str, types: &[pb::ComponentType]) -> pb::OperationTargetSpec {
+    pb::OperationTargetSpec {
+        targets: Some(pb::operation_target_spec::Targets::NvlDomains(
+            pb::NvlDomainTargets {
+                targets: vec![pb::NvlDomainTarget {
+                    identifier: Some(pb::nvl_domain_target::Identifier::Name(name.into())),
+                    component_types: types.iter().map(|t| *t as i32).collect(),
+                }],
+            },
+        )),
+    }
+}
+
+async fn attach_to(c: &mut Client, domain: &str, racks: &[u32]) {
+    c.attach_racks_to_nvl_domain(pb::AttachRacksToNvlDomainRequest {
+        nvl_domain_identifier: Some(pb::Identifier {
+            id: None,
+            name: domain.into(),
+        }),
+        rack_identifiers: racks
+            .iter()
+            .map(|n| pb::Identifier {
+                id: Some(uuid(fixture_id(*n))),
+                name: String::new(),
+            })
+            .collect(),
+    })
+    .await
+    .expect("attach");
+}
+
+async fn scope_racks(c: &mut Client, id: &pb::Uuid) -> BTreeSet<String> {
+    c.list_task_schedule_scopes(pb::ListTaskScheduleScopesRequest {
+        schedule_id: Some(id.clone()),
+    })
+    .await
+    .expect("scopes")
+    .into_inner()
+    .scopes
+    .iter()
+    .map(|sc| sc.rack_id.clone().expect("rack").id)
+    .collect()
+}
+
+/// A schedule aimed at an NVLink domain covers the domain's racks when it
+/// is created (with the type filter); a rack attached later joins only
+/// when the scope is reconciled; an unknown or empty domain is refused as
+/// for tasks, and nothing is written.
+async fn domain_scopes_are_the_members_at_creation(backend: Backend) {
+    let Some(mut server) = start(backend).await else {
+        return;
+    };
+    let c = &mut server.client;
+    for name in ["nvl-s", "nvl-empty"] {
+        c.create_nvl_domain(pb::CreateNvlDomainRequest {
+            nvl_domain: Some(pb::NvlDomain {
+                identifier: Some(pb::Identifier {
+                    id: None,
+                    name: name.into(),
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect("domain");
+    }
+    attach_to(c, "nvl-s", &[1, 2]).await;
+    let s = create(
+        c,
+        create_req(
+            "by-domain",
+            spec(pb::ScheduleSpecType::Interval, "1h", ""),
+            pb::OverlapPolicy::Skip,
+            power_on(domain_spec("nvl-s", &[pb::ComponentType::Compute])),
+        ),
+    )
+    .await;
+    let id = s.id.clone().expect("id");
+    let members = |ns: &[u32]| -> BTreeSet<String> {
+        ns.iter().map(|n| fixture_id(*n).to_string()).collect()
+    };
+    assert_eq!(scope_racks(c, &id).await, members(&[1, 2]));
+    let scopes = c
+        .list_task_schedule_scopes(pb::ListTaskScheduleScopesRequest {
+            schedule_id: Some(id.clone()),
+        })
+        .await
+        .expect("scopes")
+        .into_inner()
+        .scopes;
+    for sc in &scopes {
+        assert_eq!(
+            sc.component_filter,
+            Some(pb::task_schedule_scope::ComponentFilter::Types(
+                pb::ComponentTypes {
+                    types: vec![pb::ComponentType::Compute as i32]
+                }
+            )),
+            "{sc:?}"
+        );
+    }
+
+    // Rack 3 joins the domain: not in the schedule until reconciled.
+    attach_to(c, "nvl-s", &[3]).await;
+    assert_eq!(scope_racks(c, &id).await, members(&[1, 2]));
+    let ids = c
+        .trigger_task_schedule(pb::TriggerTaskScheduleRequest { id: s.id.clone() })
+        .await
+        .expect("trigger")
+        .into_inner()
+        .task_ids;
+    assert_eq!(ids.len(), 2, "one task per scope");
+    let done = c
+        .update_task_schedule_scope(pb::UpdateTaskScheduleScopeRequest {
+            schedule_id: s.id.clone(),
+            desired_scope: Some(domain_spec("nvl-s", &[pb::ComponentType::Compute])),
+        })
+        .await
+        .expect("reconcile")
+        .into_inner();
+    assert_eq!((done.added, done.removed, done.updated), (1, 0, 0));
+    assert_eq!(scope_racks(c, &id).await, members(&[1, 2, 3]));
+
+    // Unknown and empty domains: refused, nothing written.
+    let count = |c: &mut Client| {
+        let mut c = c.clone();
+        async move {
+            c.list_task_schedules(pb::ListTaskSchedulesRequest::default())
+                .await
+                .expect("list")
+                .into_inner()
+                .task_schedules
+                .len()
+        }
+    };
+    let before = count(c).await;
+    for (domain, code, text) in [
+        ("nvl-zz", Code::NotFound, "nvl-zz"),
+        ("nvl-empty", Code::InvalidArgument, "has no racks"),
+    ] {
+        let err = c
+            .create_task_schedule(create_req(
+                domain,
+                spec(pb::ScheduleSpecType::Interval, "1h", ""),
+                pb::OverlapPolicy::Skip,
+                power_on(domain_spec(domain, &[])),
+            ))
+            .await
+            .expect_err("refused");
+        assert_eq!(err.code(), code, "{err:?}");
+        assert!(err.message().contains(text), "{err:?}");
+    }
+    assert_eq!(count(c).await, before, "nothing written");
 }
