@@ -20,11 +20,29 @@ use crate::output::{OutputFormat, print_json};
 // File format
 // ---------------------------------------------------------------------------
 
-/// A fleet file: racks with their components (JSON or YAML).
+/// A fleet file: racks with their components (JSON or YAML), and the
+/// NVLink domains they are grouped into.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FleetFile {
+    /// NVLink domains the racks name (`nvl_domain`); created on import
+    /// when the server has none of that name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvl_domains: Vec<FleetNvlDomain>,
     pub racks: Vec<FleetRack>,
+}
+
+/// An NVLink domain of a fleet file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetNvlDomain {
+    /// Unique name; racks name their domain by it.
+    pub name: String,
+    /// Id in the external inventory (the rack group id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nmxc_cluster_id: Option<String>,
 }
 
 /// One rack of a fleet file.
@@ -43,6 +61,9 @@ pub struct FleetRack {
     pub description: Option<String>,
     #[serde(default)]
     pub location: FleetLocation,
+    /// The NVLink domain (a name from `nvl_domains`) the rack is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvl_domain: Option<String>,
     #[serde(default)]
     pub components: Vec<FleetComponent>,
 }
@@ -138,6 +159,25 @@ impl FleetFile {
     /// Checks what the server would reject less clearly: missing external
     /// ids and duplicates inside the file.
     pub fn check(&self) -> anyhow::Result<()> {
+        let mut domains = HashSet::new();
+        for (i, d) in self.nvl_domains.iter().enumerate() {
+            if d.name.trim().is_empty() {
+                bail!("nvl_domains[{i}] has no name");
+            }
+            if !domains.insert(d.name.as_str()) {
+                bail!("nvl_domains[{i}]: duplicate name {:?}", d.name);
+            }
+        }
+        for (i, rack) in self.racks.iter().enumerate() {
+            if let Some(domain) = &rack.nvl_domain
+                && !domains.contains(domain.as_str())
+            {
+                bail!(
+                    "racks[{i}] ({:?}): nvl_domain {domain:?} is not one of nvl_domains",
+                    rack.name
+                );
+            }
+        }
         let mut racks = HashSet::new();
         let mut components = HashSet::new();
         let mut macs = HashSet::new();
@@ -447,15 +487,52 @@ pub fn generate(racks: u32, seed: u64) -> anyhow::Result<FleetFile> {
                 room: format!("hall-{hall}"),
                 position: format!("row-{}/pos-{pos:02}", letters.to_ascii_uppercase()),
             },
+            nvl_domain: None,
             components,
         });
     }
-    Ok(FleetFile { racks: out })
+    Ok(FleetFile {
+        nvl_domains: Vec::new(),
+        racks: out,
+    })
 }
 
-/// `rackflow fleet generate`: prints the fleet as JSON on stdout.
-pub fn run_generate(racks: u32, seed: u64) -> anyhow::Result<()> {
-    let fleet = generate(racks, seed)?;
+/// Groups the racks, in file order, into NVLink domains of
+/// `racks_per_domain` (the last one may be smaller): `<datacenter>-nvl-NNN`,
+/// with the rack group id `grp-<datacenter>-NNN` as external id, so that
+/// fleets of different data centers never share a domain.
+pub fn group_into_domains(fleet: &mut FleetFile, racks_per_domain: u32) -> anyhow::Result<()> {
+    if racks_per_domain == 0 {
+        bail!("--racks-per-domain must be at least 1");
+    }
+    let per = usize::try_from(racks_per_domain).unwrap_or(usize::MAX);
+    let mut domains = Vec::new();
+    for (k, racks) in fleet.racks.chunks_mut(per).enumerate() {
+        let datacenter = racks
+            .first()
+            .map(|r| r.location.datacenter.clone())
+            .unwrap_or_default();
+        let domain = FleetNvlDomain {
+            name: format!("{datacenter}-nvl-{:03}", k + 1),
+            external_id: Some(format!("grp-{datacenter}-{:03}", k + 1)),
+            nmxc_cluster_id: None,
+        };
+        for rack in racks {
+            rack.nvl_domain = Some(domain.name.clone());
+        }
+        domains.push(domain);
+    }
+    fleet.nvl_domains = domains;
+    Ok(())
+}
+
+/// `rackflow fleet generate`: prints the fleet as JSON on stdout, its
+/// racks grouped into NVLink domains with `racks_per_domain`.
+pub fn run_generate(racks: u32, seed: u64, racks_per_domain: Option<u32>) -> anyhow::Result<()> {
+    let mut fleet = generate(racks, seed)?;
+    if let Some(per) = racks_per_domain {
+        group_into_domains(&mut fleet, per)?;
+    }
     print_json(&fleet)
 }
 
@@ -534,6 +611,99 @@ pub struct ImportedRack {
 pub struct ImportSummary {
     pub created: Vec<ImportedRack>,
     pub skipped: Vec<ImportedRack>,
+    /// The file's NVLink domains: created or found, and their racks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nvl_domains: Vec<ImportedDomain>,
+}
+
+/// One NVLink domain of the import summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportedDomain {
+    pub name: String,
+    /// False: the server had a domain of that name already.
+    pub created: bool,
+    /// Racks of the file attached to it.
+    pub racks: usize,
+}
+
+/// Rack identifiers per `AttachRacksToNVLDomain` call.
+const ATTACH_BATCH: usize = 500;
+
+/// Creates the file's NVLink domains the server does not have (by name)
+/// and attaches each rack to the domain it names (attaching is idempotent:
+/// a rack already there stays). `ids` are the racks' server ids by
+/// external id, from the import.
+async fn apply_domains(
+    flow: &mut client::Flow,
+    fleet: &FleetFile,
+    summary: &mut ImportSummary,
+    print: bool,
+) -> anyhow::Result<()> {
+    let ids: std::collections::HashMap<&str, &str> = summary
+        .created
+        .iter()
+        .chain(&summary.skipped)
+        .map(|r| (r.external_id.as_str(), r.id.as_str()))
+        .collect();
+    let mut applied = Vec::with_capacity(fleet.nvl_domains.len());
+    for domain in &fleet.nvl_domains {
+        let created = flow
+            .create_nvl_domain(v1::CreateNvlDomainRequest {
+                nvl_domain: Some(v1::NvlDomain {
+                    identifier: Some(v1::Identifier {
+                        id: None,
+                        name: domain.name.clone(),
+                    }),
+                    external_id: domain.external_id.clone(),
+                    nmxc_cluster_id: domain.nmxc_cluster_id.clone(),
+                }),
+            })
+            .await;
+        let created = match created {
+            Ok(_) => true,
+            Err(status) if status.code() == tonic::Code::AlreadyExists => false,
+            Err(status) => {
+                return Err(anyhow::Error::new(status)
+                    .context(format!("create NVL domain {}", domain.name)));
+            }
+        };
+        let members: Vec<v1::Identifier> = fleet
+            .racks
+            .iter()
+            .filter(|r| r.nvl_domain.as_deref() == Some(domain.name.as_str()))
+            .filter_map(|r| ids.get(r.external_id.as_str()))
+            .map(|id| v1::Identifier {
+                id: Some(v1::Uuid { id: id.to_string() }),
+                name: String::new(),
+            })
+            .collect();
+        for batch in members.chunks(ATTACH_BATCH) {
+            flow.attach_racks_to_nvl_domain(v1::AttachRacksToNvlDomainRequest {
+                nvl_domain_identifier: Some(v1::Identifier {
+                    id: None,
+                    name: domain.name.clone(),
+                }),
+                rack_identifiers: batch.to_vec(),
+            })
+            .await
+            .with_context(|| format!("attach racks to NVL domain {}", domain.name))?;
+        }
+        if print {
+            let verb = if created { "created" } else { "found" };
+            crate::outln!(
+                "{verb} NVL domain {} with {} rack(s)",
+                domain.name,
+                members.len()
+            );
+        }
+        applied.push(ImportedDomain {
+            name: domain.name.clone(),
+            created,
+            racks: members.len(),
+        });
+    }
+    summary.nvl_domains = applied;
+    Ok(())
 }
 
 /// `rackflow fleet import FILE`: creates the racks whose external id the
@@ -567,11 +737,23 @@ const IMPORT_BATCHES_PER_CALL: usize = 10;
 const IMPORT_CALLS_IN_FLIGHT: usize = 2;
 
 /// Creates the racks of `fleet` whose external id the server does not know
-/// yet and skips the others; with `print`, one line per rack on stdout.
+/// yet and skips the others, then its NVLink domains (see
+/// `apply_domains`); with `print`, one line per rack and domain on stdout.
 /// Batches of [`IMPORT_BATCH`] racks, each one transaction on the server
 /// (`FlowExtensions.ImportRacks`); a server without that RPC gets the racks
 /// one by one (`GetRackInfoById`, `CreateExpectedRack`).
 pub async fn import_fleet(
+    flow: &mut client::Flow,
+    fleet: &FleetFile,
+    print: bool,
+) -> anyhow::Result<ImportSummary> {
+    let mut summary = import_racks(flow, fleet, print).await?;
+    apply_domains(flow, fleet, &mut summary, print).await?;
+    Ok(summary)
+}
+
+/// The racks of [`import_fleet`].
+async fn import_racks(
     flow: &mut client::Flow,
     fleet: &FleetFile,
     print: bool,

@@ -162,8 +162,13 @@ pub enum FleetCommand {
         /// Seed: the same seed gives the same fleet.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Group the racks into NVLink domains of this many racks (in file
+        /// order; the last may be smaller); `fleet import` creates them.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        racks_per_domain: Option<u32>,
     },
-    /// Create the racks of a fleet file that the server does not have yet.
+    /// Create the racks of a fleet file that the server does not have yet,
+    /// and its NVLink domains (attaching each rack to the one it names).
     Import {
         /// Fleet file, JSON or YAML.
         file: PathBuf,
@@ -376,7 +381,11 @@ async fn run_command(
     match command {
         Command::Serve(args) => serve::run(&args).await,
         Command::Demo(args) => demo::run(&args, output).await,
-        Command::Fleet(FleetCommand::Generate { racks, seed }) => fleet::run_generate(racks, seed),
+        Command::Fleet(FleetCommand::Generate {
+            racks,
+            seed,
+            racks_per_domain,
+        }) => fleet::run_generate(racks, seed, racks_per_domain),
         Command::Fleet(FleetCommand::Import { file }) => {
             fleet::run_import(server, &file, output).await
         }

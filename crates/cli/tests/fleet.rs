@@ -4,7 +4,9 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use rackflow_cli::fleet::{COMPONENTS_PER_RACK, FleetFile, generate, parse_by_format};
+use rackflow_cli::fleet::{
+    COMPONENTS_PER_RACK, FleetFile, generate, group_into_domains, parse_by_format,
+};
 use rackflow_domain::ComponentType;
 
 #[test]
@@ -146,4 +148,50 @@ racks:
 
     let unknown = yaml.replace("serial_number: SN1", "serial_number: SN1\n    colour: red");
     assert!(parse_by_format::<FleetFile>(Path::new("lab.yml"), &unknown).is_err());
+}
+
+#[test]
+fn racks_group_into_domains_in_file_order() {
+    let mut fleet = generate(5, 3).unwrap();
+    let plain = serde_json::to_value(&fleet).unwrap();
+    assert!(plain.get("nvl_domains").is_none(), "absent unless asked");
+    assert!(plain["racks"][0].get("nvl_domain").is_none());
+    group_into_domains(&mut fleet, 2).unwrap();
+    let dc = fleet.racks[0].location.datacenter.clone();
+    let names: Vec<&str> = fleet.nvl_domains.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            format!("{dc}-nvl-001"),
+            format!("{dc}-nvl-002"),
+            format!("{dc}-nvl-003")
+        ]
+    );
+    assert_eq!(
+        fleet.nvl_domains[0].external_id.as_deref(),
+        Some(format!("grp-{dc}-001").as_str())
+    );
+    let of: Vec<&str> = fleet
+        .racks
+        .iter()
+        .map(|r| r.nvl_domain.as_deref().unwrap())
+        .collect();
+    assert_eq!(of, [names[0], names[0], names[1], names[1], names[2]]);
+    fleet.check().unwrap();
+    assert!(group_into_domains(&mut fleet, 0).is_err());
+
+    // A rack naming an undeclared domain, and a duplicate domain, are refused.
+    let mut bad = fleet.clone();
+    bad.racks[1].nvl_domain = Some("nope".into());
+    let err = bad.check().unwrap_err().to_string();
+    assert!(err.contains("\"nope\" is not one of nvl_domains"), "{err}");
+    let mut twice = fleet.clone();
+    twice.nvl_domains.push(twice.nvl_domains[0].clone());
+    assert!(
+        twice
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("duplicate name")
+    );
 }

@@ -252,3 +252,74 @@ fn domain_views_and_domain_targets() {
     assert_eq!(mixed.code, Some(1));
     assert!(mixed.stderr.contains("cannot be"), "{}", mixed.stderr);
 }
+
+#[test]
+fn generated_domains_import_once() {
+    let server = Server::start();
+    let s = Some(server.addr);
+    let generated = rackflow(
+        None,
+        &[
+            "fleet",
+            "generate",
+            "--racks",
+            "5",
+            "--seed",
+            "4",
+            "--racks-per-domain",
+            "2",
+        ],
+    )
+    .ok();
+    let fleet = generated.json();
+    let second = fleet["nvl_domains"][1]["name"]
+        .as_str()
+        .expect("domain")
+        .to_string();
+    let group = fleet["nvl_domains"][0]["external_id"]
+        .as_str()
+        .expect("group")
+        .to_string();
+    let file = temp_path("fleet.json");
+    std::fs::write(&file, &generated.stdout).expect("write fleet");
+    let first = rackflow(s, &["fleet", "import", path_str(&file), "-o", "json"])
+        .ok()
+        .json();
+    let created: Vec<bool> = first["nvl_domains"]
+        .as_array()
+        .expect("domains")
+        .iter()
+        .map(|d| d["created"].as_bool().unwrap_or_default())
+        .collect();
+    assert_eq!(created, [true, true, true], "{first}");
+    let members = rackflow(s, &["nvl-domain", "racks", &second, "-o", "json"])
+        .ok()
+        .json();
+    let racks: Vec<&str> = members
+        .as_array()
+        .expect("racks")
+        .iter()
+        .map(|r| r["external_id"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(racks, ["r-0003", "r-0004"], "{members}");
+    // Again: nothing new, the domains found.
+    let again = rackflow(s, &["fleet", "import", path_str(&file), "-o", "json"])
+        .ok()
+        .json();
+    std::fs::remove_file(&file).ok();
+    assert_eq!(
+        again["created"].as_array().map(Vec::len),
+        Some(0),
+        "{again}"
+    );
+    assert_eq!(again["nvl_domains"][0]["created"], false, "{again}");
+    assert_eq!(again["nvl_domains"][2]["racks"], 1);
+    let listed = rackflow(s, &["nvl-domain", "list", "-o", "json"])
+        .ok()
+        .json();
+    assert_eq!(listed["total"], 3, "{listed}");
+    let view = rackflow(s, &["nvl-domain", "get", &group, "-o", "json"])
+        .ok()
+        .json();
+    assert_eq!(view["rack_group_id"], group.as_str(), "{view}");
+}
