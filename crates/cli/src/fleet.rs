@@ -497,6 +497,80 @@ pub fn generate(racks: u32, seed: u64) -> anyhow::Result<FleetFile> {
     })
 }
 
+/// The rack's other devices `--tor-ums-cdu` adds: type, name part, maker,
+/// model, firmware, BMC type code.
+const FACILITY_COMPONENTS: [(ComponentType, &str, &str, &str, &str, u8); 3] = [
+    (
+        ComponentType::TorSwitch,
+        "torswitch",
+        "NVIDIA",
+        "Spectrum-4 SN5600",
+        "cumulus-5.10.1",
+        4,
+    ),
+    (ComponentType::Ums, "ums", "NVIDIA", "UMS", "ums-1.4.0", 5),
+    (
+        ComponentType::Cdu,
+        "cdu",
+        "Vertiv",
+        "CoolChip CDU 100",
+        "cdu-fw-2.3.1",
+        6,
+    ),
+];
+
+/// Gives every rack the rest of the reference's component model: one ToR
+/// switch, one UMS and one CDU, in slots 36–38 under the NVL72 layout, each
+/// with a BMC in the generator's scheme (type codes 4–6, so MACs and IPs
+/// stay unique). Derived from each rack alone: the fleet stays
+/// deterministic by seed.
+pub fn add_facility_components(fleet: &mut FleetFile) {
+    for rack in &mut fleet.racks {
+        let Some(template) = rack.components.iter().find_map(|c| c.bmcs.first()) else {
+            continue;
+        };
+        // The rack's BMC prefix `02:SS:RR:RR` and IP prefix `10.RR.RR`.
+        let mac_prefix: String = template.mac_address.chars().take(11).collect();
+        let ip_prefix = template
+            .ip_address
+            .as_deref()
+            .and_then(|ip| ip.rsplit_once('.'))
+            .map(|(head, _)| head.to_string())
+            .unwrap_or_default();
+        let first_free = rack
+            .components
+            .iter()
+            .map(|c| c.position.slot_id)
+            .max()
+            .unwrap_or(0)
+            + 1;
+        for (i, (ty, kind, maker, model, firmware, code)) in FACILITY_COMPONENTS.iter().enumerate()
+        {
+            let slot = first_free + i32::try_from(i).unwrap_or(0);
+            rack.components.push(FleetComponent {
+                component_type: *ty,
+                name: format!("{}-{kind}-01", rack.name),
+                manufacturer: (*maker).to_string(),
+                model: Some((*model).to_string()),
+                serial_number: format!("{}{}", kind[..3].to_ascii_uppercase(), rack.serial_number),
+                external_id: format!("{}-{kind}-01", rack.external_id),
+                firmware_version: (*firmware).to_string(),
+                position: FleetPosition {
+                    slot_id: slot,
+                    tray_idx: 0,
+                    host_id: 0,
+                },
+                bmcs: vec![FleetBmc {
+                    bmc_type: FleetBmcType::Host,
+                    mac_address: format!("{mac_prefix}:{code:02x}:01"),
+                    ip_address: (!ip_prefix.is_empty())
+                        .then(|| format!("{ip_prefix}.{}", 10 + slot)),
+                }],
+            });
+        }
+    }
+}
+
 /// Groups the racks, in file order, into NVLink domains of
 /// `racks_per_domain` (the last one may be smaller): `<datacenter>-nvl-NNN`,
 /// with the rack group id `grp-<datacenter>-NNN` as external id, so that
@@ -527,9 +601,18 @@ pub fn group_into_domains(fleet: &mut FleetFile, racks_per_domain: u32) -> anyho
 }
 
 /// `rackflow fleet generate`: prints the fleet as JSON on stdout, its
-/// racks grouped into NVLink domains with `racks_per_domain`.
-pub fn run_generate(racks: u32, seed: u64, racks_per_domain: Option<u32>) -> anyhow::Result<()> {
+/// racks grouped into NVLink domains with `racks_per_domain`, with a ToR
+/// switch, a UMS and a CDU each with `facility`.
+pub fn run_generate(
+    racks: u32,
+    seed: u64,
+    racks_per_domain: Option<u32>,
+    facility: bool,
+) -> anyhow::Result<()> {
     let mut fleet = generate(racks, seed)?;
+    if facility {
+        add_facility_components(&mut fleet);
+    }
     if let Some(per) = racks_per_domain {
         group_into_domains(&mut fleet, per)?;
     }

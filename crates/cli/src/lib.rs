@@ -166,6 +166,10 @@ pub enum FleetCommand {
         /// order; the last may be smaller); `fleet import` creates them.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         racks_per_domain: Option<u32>,
+        /// Also give each rack a ToR switch, a UMS and a CDU (38
+        /// components instead of 35; no built-in rule acts on them).
+        #[arg(long)]
+        tor_ums_cdu: bool,
     },
     /// Create the racks of a fleet file that the server does not have yet,
     /// and its NVLink domains (attaching each rack to the one it names).
@@ -385,7 +389,8 @@ async fn run_command(
             racks,
             seed,
             racks_per_domain,
-        }) => fleet::run_generate(racks, seed, racks_per_domain),
+            tor_ums_cdu,
+        }) => fleet::run_generate(racks, seed, racks_per_domain, tor_ums_cdu),
         Command::Fleet(FleetCommand::Import { file }) => {
             fleet::run_import(server, &file, output).await
         }

@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use rackflow_cli::fleet::{
-    COMPONENTS_PER_RACK, FleetFile, generate, group_into_domains, parse_by_format,
+    COMPONENTS_PER_RACK, FleetFile, add_facility_components, generate, group_into_domains,
+    parse_by_format,
 };
 use rackflow_domain::ComponentType;
 
@@ -194,4 +195,40 @@ fn racks_group_into_domains_in_file_order() {
             .to_string()
             .contains("duplicate name")
     );
+}
+
+#[test]
+fn racks_can_carry_a_tor_switch_a_ums_and_a_cdu() {
+    let mut fleet = generate(4, 11).unwrap();
+    let before = fleet.clone();
+    add_facility_components(&mut fleet);
+    let mut again = before.clone();
+    add_facility_components(&mut again);
+    assert_eq!(fleet, again, "deterministic");
+    fleet.check().unwrap();
+    for (rack, plain) in fleet.racks.iter().zip(&before.racks) {
+        assert_eq!(rack.components.len(), COMPONENTS_PER_RACK + 3);
+        assert_eq!(rack.components[..COMPONENTS_PER_RACK], plain.components[..]);
+        let added: Vec<(ComponentType, i32)> = rack.components[COMPONENTS_PER_RACK..]
+            .iter()
+            .map(|c| (c.component_type, c.position.slot_id))
+            .collect();
+        assert_eq!(
+            added,
+            [
+                (ComponentType::TorSwitch, 36),
+                (ComponentType::Ums, 37),
+                (ComponentType::Cdu, 38)
+            ]
+        );
+        for c in &rack.components[COMPONENTS_PER_RACK..] {
+            assert!(c.external_id.starts_with(&rack.external_id), "{c:?}");
+            assert!(!c.firmware_version.is_empty());
+            let ip = c.bmcs[0].ip_address.as_deref().unwrap();
+            assert!(
+                ip.ends_with(&format!(".{}", 10 + c.position.slot_id)),
+                "{ip}"
+            );
+        }
+    }
 }

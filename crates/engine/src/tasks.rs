@@ -615,9 +615,26 @@ impl TaskManager {
         }
         let targeted: Vec<ComponentType> = components.iter().map(|(t, _)| t).collect();
         if !resolved.definition.applies_to(&targeted) {
+            let names = |types: &[ComponentType]| {
+                types
+                    .iter()
+                    .map(|t| t.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let covered = resolved.definition.step_types();
+            let covered = if covered.is_empty() {
+                "it has no steps".to_string()
+            } else {
+                format!("its steps cover {}", names(&covered))
+            };
             return Err(TaskError::Precondition(format!(
-                "rule for {}/{} has no step for the targeted component types of rack {rack_id}",
-                req.task_type, req.information.code
+                "rule for {}/{} has no step for the targeted component types of rack {rack_id} \
+                 (targeted: {}; the {} rule: {covered})",
+                req.task_type,
+                req.information.code,
+                names(&targeted),
+                resolved.source,
             )));
         }
         for (ty, capability) in resolved.definition.required_capabilities(&targeted) {

@@ -861,6 +861,49 @@ async fn multi_rack_targets_fan_out_and_empty_resolutions_fail(backend: Backend)
         .await
         .expect_err("not applicable");
     assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(
+        err.message().contains(
+            "(targeted: PowerShelf; the built_in rule: its steps cover Compute, NVSwitch)"
+        ),
+        "{err:?}"
+    );
+    // No built-in rule acts on a ToR switch, a UMS or a CDU (as the
+    // reference's): a power task on them alone is refused, naming them.
+    for (n, ty) in [
+        (0, pb::ComponentType::Torswitch),
+        (1, pb::ComponentType::Ums),
+        (2, pb::ComponentType::Cdu),
+    ] {
+        s.client
+            .add_component(pb::AddComponentRequest {
+                component: Some(pb::Component {
+                    r#type: ty as i32,
+                    info: Some(pb::DeviceInfo {
+                        name: format!("rack-1-{}", ty.as_str_name()),
+                        manufacturer: "NVIDIA".into(),
+                        serial_number: format!("FAC-{n}"),
+                        ..Default::default()
+                    }),
+                    component_id: format!("r-0001-facility-{n}"),
+                    rack_id: Some(uuid(fixture_id(1))),
+                    ..Default::default()
+                }),
+            })
+            .await
+            .expect("add a facility component");
+        let err = submit(Op::PowerOn, typed(1, &[ty]))
+            .send(&mut s.client)
+            .await
+            .expect_err("no built-in step");
+        assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+        let name = rackflow_domain::ComponentType::from_i32(ty as i32)
+            .expect("a wire type")
+            .name();
+        assert!(
+            err.message().contains(&format!("(targeted: {name}; the built_in rule: its steps cover Compute, NVSwitch, PowerShelf)")),
+            "{err:?}"
+        );
+    }
 
     // Request validation.
     let err = s
@@ -1006,6 +1049,18 @@ async fn multi_rack_targets_fan_out_and_empty_resolutions_fail(backend: Backend)
         .into_inner()
         .total;
     assert_eq!(total, 6, "rejected submissions create no task");
+    // A whole rack that holds them powers on as before: its trays and
+    // shelves run, the ToR switch, UMS and CDU are carried along untouched.
+    let ids = submit(Op::PowerOn, typed(1, &[]))
+        .send(&mut s.client)
+        .await
+        .expect("whole rack with facility components");
+    let t = completed(&mut s, ids[0]).await;
+    assert_eq!(
+        t.component_uuids.len(),
+        7,
+        "4 fixture components and 3 more: {t:#?}"
+    );
     s.stop().await;
 }
 

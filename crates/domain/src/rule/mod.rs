@@ -293,6 +293,15 @@ impl RuleDefinition {
             .any(|s| targeted.contains(&s.component_type))
     }
 
+    /// The component types the rule has steps for, in wire order without
+    /// repeats (what a "not applicable" refusal names).
+    pub fn step_types(&self) -> Vec<ComponentType> {
+        let mut types: Vec<ComponentType> = self.steps.iter().map(|s| s.component_type).collect();
+        types.sort();
+        types.dedup();
+        types
+    }
+
     /// The (component type, capability) pairs the task's managers must
     /// offer, only for targeted types (spec §4.3), sorted and without
     /// repeats. An action applies to its step's type and to the types it
@@ -465,6 +474,8 @@ mod tests {
         assert!(!d.applies_to(&[PowerShelf, TorSwitch]));
         assert!(!d.applies_to(&[]));
         assert!(!RuleDefinition::empty().applies_to(&[Compute]));
+        assert_eq!(d.step_types(), [Compute, NvSwitch, PowerShelf]);
+        assert!(RuleDefinition::empty().step_types().is_empty());
     }
 
     #[test]

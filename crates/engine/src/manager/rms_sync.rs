@@ -75,17 +75,8 @@ pub fn node_type(
     rack_model: Option<&str>,
     manufacturer: &str,
 ) -> Option<pb::NodeType> {
-    let model = rack_model.unwrap_or_default().to_ascii_lowercase();
     let maker = manufacturer.to_ascii_lowercase();
-    let family = if model.contains("gb300") {
-        "gb300"
-    } else if model.contains("gb200") {
-        "gb200"
-    } else if model.contains("vr") && model.contains("nvl72") {
-        "vr"
-    } else {
-        return None;
-    };
+    let family = model_family(rack_model)?;
     use pb::NodeType as T;
     Some(match (component_type, family) {
         (ComponentType::Compute, "gb200") => T::ComputeGb200Nvidia,
@@ -101,6 +92,49 @@ pub fn node_type(
         (ComponentType::PowerShelf, "gb300") => T::PowershelfGb300Liteon,
         _ => return None,
     })
+}
+
+/// The descriptor of a component the rack manager has no node type for — a
+/// ToR switch, a UMS or a CDU (the reference's `NodeType` names only
+/// compute trays, NVLink switches and power shelves): `role` (`tor_switch`,
+/// `ums`, `cdu`), `vendor` (the manufacturer, lower case) and
+/// `product_family` (`gb200`, `gb300`, `vr`) when the rack model says it —
+/// the dispatch keys a descriptor carries. `None` for the typed kinds.
+pub fn node_descriptor(
+    component_type: ComponentType,
+    rack_model: Option<&str>,
+    manufacturer: &str,
+) -> Option<pb::NodeDescriptor> {
+    let role = match component_type {
+        ComponentType::TorSwitch => "tor_switch",
+        ComponentType::Ums => "ums",
+        ComponentType::Cdu => "cdu",
+        _ => return None,
+    };
+    let mut attributes = std::collections::HashMap::new();
+    attributes.insert("role".to_string(), role.to_string());
+    let vendor = manufacturer.trim().to_ascii_lowercase();
+    if !vendor.is_empty() {
+        attributes.insert("vendor".to_string(), vendor);
+    }
+    if let Some(family) = model_family(rack_model) {
+        attributes.insert("product_family".to_string(), family.to_string());
+    }
+    Some(pb::NodeDescriptor { attributes })
+}
+
+/// `gb200`, `gb300` or `vr` (VR NVL72) from a rack model.
+fn model_family(rack_model: Option<&str>) -> Option<&'static str> {
+    let model = rack_model.unwrap_or_default().to_ascii_lowercase();
+    if model.contains("gb300") {
+        Some("gb300")
+    } else if model.contains("gb200") {
+        Some("gb200")
+    } else if model.contains("vr") && model.contains("nvl72") {
+        Some("vr")
+    } else {
+        None
+    }
 }
 
 /// The node of `source`, or why it cannot be one.
@@ -137,6 +171,11 @@ pub fn node_info(source: &NodeSource, login: &BmcLogin) -> Result<pb::NodeInfo, 
             &source.manufacturer,
         )
         .map(|t| t as i32),
+        node_descriptor: node_descriptor(
+            source.component_type,
+            source.rack_model.as_deref(),
+            &source.manufacturer,
+        ),
         bmc_endpoint: Some(pb::Endpoint {
             interface: Some(pb::NetworkInterface {
                 ip_address: ip.to_owned(),
@@ -366,6 +405,58 @@ mod tests {
             );
         }
         assert_eq!(node_type(C::Compute, None, "NVIDIA"), None);
+        for ty in [C::TorSwitch, C::Ums, C::Cdu] {
+            assert_eq!(node_type(ty, Some("GB200 NVL72"), "NVIDIA"), None, "{ty}");
+        }
+    }
+
+    #[test]
+    fn tor_switches_ums_and_cdus_register_with_a_descriptor() {
+        use ComponentType as C;
+        let attributes = |d: Option<pb::NodeDescriptor>| {
+            let mut pairs: Vec<(String, String)> =
+                d.expect("descriptor").attributes.into_iter().collect();
+            pairs.sort();
+            pairs
+        };
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(
+            attributes(node_descriptor(C::TorSwitch, Some("GB300 NVL72"), "Arista")),
+            [
+                pair("product_family", "gb300"),
+                pair("role", "tor_switch"),
+                pair("vendor", "arista")
+            ]
+        );
+        assert_eq!(
+            attributes(node_descriptor(C::Ums, None, "")),
+            [pair("role", "ums")]
+        );
+        assert_eq!(
+            attributes(node_descriptor(C::Cdu, Some("VR NVL72"), "Vertiv")),
+            [
+                pair("product_family", "vr"),
+                pair("role", "cdu"),
+                pair("vendor", "vertiv")
+            ]
+        );
+        for ty in [C::Compute, C::NvSwitch, C::PowerShelf, C::Unknown] {
+            assert_eq!(
+                node_descriptor(ty, Some("GB200 NVL72"), "NVIDIA"),
+                None,
+                "{ty}"
+            );
+        }
+        let node = node_info(
+            &source(C::Cdu, "GB200 NVL72", "Vertiv"),
+            &BmcLogin::default(),
+        )
+        .expect("node");
+        assert_eq!(node.r#type, None);
+        assert_eq!(
+            node.node_descriptor.expect("descriptor").attributes["role"],
+            "cdu"
+        );
     }
 
     #[test]
