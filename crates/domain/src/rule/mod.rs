@@ -474,7 +474,17 @@ mod tests {
         assert!(!d.applies_to(&[PowerShelf, TorSwitch]));
         assert!(!d.applies_to(&[]));
         assert!(!RuleDefinition::empty().applies_to(&[Compute]));
-        assert_eq!(d.step_types(), [Compute, NvSwitch, PowerShelf]);
+        assert_eq!(d.step_types(), [Compute, NvSwitch]);
+        let repeated = definition(vec![
+            step(PowerShelf, 1, None),
+            step(Compute, 2, None),
+            step(PowerShelf, 3, None),
+        ]);
+        assert_eq!(
+            repeated.step_types(),
+            [Compute, PowerShelf],
+            "wire order, once"
+        );
         assert!(RuleDefinition::empty().step_types().is_empty());
     }
 
