@@ -388,6 +388,42 @@ async fn rack_id(flow: &mut client::Flow, text: &str) -> anyhow::Result<String> 
     .with_context(|| format!("rack {text}: the server answered without an id"))
 }
 
+/// A rack's location flags (`rack create`, `rack patch`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct LocationArgs {
+    /// Location: region.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Location: datacenter.
+    #[arg(long)]
+    pub datacenter: Option<String>,
+    /// Location: room.
+    #[arg(long)]
+    pub room: Option<String>,
+    /// Location: position.
+    #[arg(long)]
+    pub position: Option<String>,
+}
+
+impl LocationArgs {
+    fn any(&self) -> bool {
+        [&self.region, &self.datacenter, &self.room, &self.position]
+            .iter()
+            .any(|f| f.is_some())
+    }
+
+    /// The location with these flags over `current`.
+    fn over(&self, current: v1::Location) -> v1::Location {
+        let pick = |flag: &Option<String>, now: String| flag.clone().unwrap_or(now);
+        v1::Location {
+            region: pick(&self.region, current.region),
+            datacenter: pick(&self.datacenter, current.datacenter),
+            room: pick(&self.room, current.room),
+            position: pick(&self.position, current.position),
+        }
+    }
+}
+
 /// Flags of `rack create`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct RackCreateArgs {
@@ -407,18 +443,8 @@ pub struct RackCreateArgs {
     pub serial_number: Option<String>,
     #[arg(long)]
     pub description: Option<String>,
-    /// Location: region.
-    #[arg(long)]
-    pub region: Option<String>,
-    /// Location: datacenter.
-    #[arg(long)]
-    pub datacenter: Option<String>,
-    /// Location: room.
-    #[arg(long)]
-    pub room: Option<String>,
-    /// Location: position.
-    #[arg(long)]
-    pub position: Option<String>,
+    #[command(flatten)]
+    pub location: LocationArgs,
     /// Put the new rack into this NVLink domain (name or UUID).
     #[arg(long, value_name = "DOMAIN")]
     pub nvl_domain: Option<String>,
@@ -453,12 +479,7 @@ pub async fn run_rack_create(
                     description: args.description.clone(),
                     ..Default::default()
                 }),
-                location: Some(v1::Location {
-                    region: text(&args.region),
-                    datacenter: text(&args.datacenter),
-                    room: text(&args.room),
-                    position: text(&args.position),
-                }),
+                location: Some(args.location.over(v1::Location::default())),
                 external_id: text(&args.external_id),
                 ..Default::default()
             }),
@@ -509,18 +530,9 @@ pub struct RackPatchArgs {
     /// New description ("" clears it).
     #[arg(long)]
     pub description: Option<String>,
-    /// Location: region (the other location parts stay as they are).
-    #[arg(long)]
-    pub region: Option<String>,
-    /// Location: datacenter.
-    #[arg(long)]
-    pub datacenter: Option<String>,
-    /// Location: room.
-    #[arg(long)]
-    pub room: Option<String>,
-    /// Location: position.
-    #[arg(long)]
-    pub position: Option<String>,
+    /// The location parts to change (the others stay as they are).
+    #[command(flatten)]
+    pub location: LocationArgs,
 }
 
 /// `rackflow rack patch`: prints the server's report of what changed.
@@ -531,11 +543,8 @@ pub async fn run_rack_patch(
 ) -> anyhow::Result<()> {
     let mut flow = client::connect(server).await?;
     let id = rack_id(&mut flow, &args.rack).await?;
-    let location_given = [&args.region, &args.datacenter, &args.room, &args.position]
-        .iter()
-        .any(|f| f.is_some());
     // PatchRack replaces the location whole: start from the current one.
-    let location = if location_given {
+    let location = if args.location.any() {
         let current = flow
             .get_rack_info_by_id(v1::GetRackInfoByIdRequest {
                 id: Some(v1::Uuid { id: id.clone() }),
@@ -547,13 +556,7 @@ pub async fn run_rack_patch(
             .rack
             .and_then(|r| r.location)
             .unwrap_or_default();
-        let pick = |flag: &Option<String>, now: String| flag.clone().unwrap_or(now);
-        Some(v1::Location {
-            region: pick(&args.region, current.region),
-            datacenter: pick(&args.datacenter, current.datacenter),
-            room: pick(&args.room, current.room),
-            position: pick(&args.position, current.position),
-        })
+        Some(args.location.over(current))
     } else {
         None
     };

@@ -11,7 +11,10 @@
 use rackflow_testkit as common;
 use rackflow_testkit::both_stores;
 
-use common::{Backend, TestServer, fixture_fleet, fixture_id, uuid};
+use common::{
+    Backend, TestServer, attach_fixture_racks, create_nvl_domain, fixture_fleet, fixture_id,
+    fixture_rack_identifier, nvl_domain_target, uuid,
+};
 use rackflow_api::v1 as pb;
 use tonic::Code;
 
@@ -19,68 +22,6 @@ both_stores!(
     tasks_listings_and_runs_aimed_at_a_domain_touch_its_member_racks,
     nvlink_domain_views_show_members_phase_and_labels
 );
-
-fn domain_target(name: &str, types: &[pb::ComponentType]) -> pb::OperationTargetSpec {
-    pb::OperationTargetSpec {
-        targets: Some(pb::operation_target_spec::Targets::NvlDomains(
-            pb::NvlDomainTargets {
-                targets: vec![pb::NvlDomainTarget {
-                    identifier: Some(pb::nvl_domain_target::Identifier::Name(name.into())),
-                    component_types: types.iter().map(|t| *t as i32).collect(),
-                }],
-            },
-        )),
-    }
-}
-
-fn identifier(id: uuid::Uuid) -> pb::Identifier {
-    pb::Identifier {
-        id: Some(uuid(id)),
-        name: String::new(),
-    }
-}
-
-async fn create_domain(
-    client: &mut common::FlowClient<tonic::transport::Channel>,
-    name: &str,
-    external_id: Option<&str>,
-    nmxc_cluster_id: Option<&str>,
-) -> uuid::Uuid {
-    let id = client
-        .create_nvl_domain(pb::CreateNvlDomainRequest {
-            nvl_domain: Some(pb::NvlDomain {
-                identifier: Some(pb::Identifier {
-                    id: None,
-                    name: name.into(),
-                }),
-                external_id: external_id.map(str::to_string),
-                nmxc_cluster_id: nmxc_cluster_id.map(str::to_string),
-            }),
-        })
-        .await
-        .expect("create domain")
-        .into_inner()
-        .id
-        .expect("domain id");
-    id.id.parse().expect("uuid")
-}
-
-async fn attach(
-    client: &mut common::FlowClient<tonic::transport::Channel>,
-    domain: &str,
-    racks: &[u32],
-) {
-    client
-        .attach_racks_to_nvl_domain(pb::AttachRacksToNvlDomainRequest {
-            nvl_domain_identifier: Some(pb::Identifier {
-                id: None,
-                name: domain.into(),
-            }),
-            rack_identifiers: racks.iter().map(|n| identifier(fixture_id(*n))).collect(),
-        })
-        .await
-        .expect("attach");
-}
 
 /// `GetNVLinkDomain` / `GetListOfNVLinkDomains`: the reference's view (id
 /// and rack group id = the external id, the members' shared model as
@@ -91,11 +32,11 @@ async fn nvlink_domain_views_show_members_phase_and_labels(backend: Backend) {
         return;
     };
     fixture_fleet(&mut s.client, 3).await;
-    let a = create_domain(&mut s.client, "nvl-a", Some("group-a"), Some("cluster-1")).await;
-    create_domain(&mut s.client, "nvl-b", Some("group-b"), None).await;
-    let unlabelled = create_domain(&mut s.client, "nvl-c", None, None).await;
-    attach(&mut s.client, "nvl-a", &[1, 2]).await;
-    attach(&mut s.client, "nvl-b", &[3]).await;
+    let a = create_nvl_domain(&mut s.client, "nvl-a", Some("group-a"), Some("cluster-1")).await;
+    create_nvl_domain(&mut s.client, "nvl-b", Some("group-b"), None).await;
+    let unlabelled = create_nvl_domain(&mut s.client, "nvl-c", None, None).await;
+    attach_fixture_racks(&mut s.client, "nvl-a", &[1, 2]).await;
+    attach_fixture_racks(&mut s.client, "nvl-b", &[3]).await;
 
     let reader = s.client.clone();
     let get = |id: &str, with_components: bool| {
@@ -354,35 +295,15 @@ async fn tasks_listings_and_runs_aimed_at_a_domain_touch_its_member_racks(backen
     };
     fixture_fleet(&mut s.client, 3).await;
     for name in ["nvl-1", "nvl-empty"] {
-        s.client
-            .create_nvl_domain(pb::CreateNvlDomainRequest {
-                nvl_domain: Some(pb::NvlDomain {
-                    identifier: Some(pb::Identifier {
-                        id: None,
-                        name: name.into(),
-                    }),
-                    ..Default::default()
-                }),
-            })
-            .await
-            .expect("create domain");
+        create_nvl_domain(&mut s.client, name, None, None).await;
     }
-    s.client
-        .attach_racks_to_nvl_domain(pb::AttachRacksToNvlDomainRequest {
-            nvl_domain_identifier: Some(pb::Identifier {
-                id: None,
-                name: "nvl-1".into(),
-            }),
-            rack_identifiers: vec![identifier(fixture_id(1)), identifier(fixture_id(2))],
-        })
-        .await
-        .expect("attach");
+    attach_fixture_racks(&mut s.client, "nvl-1", &[1, 2]).await;
 
     // GetComponents: the members' components of the asked types.
     let listed = s
         .client
         .get_components(pb::GetComponentsRequest {
-            target_spec: Some(domain_target("nvl-1", &[pb::ComponentType::Compute])),
+            target_spec: Some(nvl_domain_target("nvl-1", &[pb::ComponentType::Compute])),
             ..Default::default()
         })
         .await
@@ -404,7 +325,7 @@ async fn tasks_listings_and_runs_aimed_at_a_domain_touch_its_member_racks(backen
     let reply = s
         .client
         .power_on_rack(pb::PowerOnRackRequest {
-            target_spec: Some(domain_target("nvl-1", &[])),
+            target_spec: Some(nvl_domain_target("nvl-1", &[])),
             ..Default::default()
         })
         .await
@@ -434,7 +355,7 @@ async fn tasks_listings_and_runs_aimed_at_a_domain_touch_its_member_racks(backen
     let err = s
         .client
         .power_on_rack(pb::PowerOnRackRequest {
-            target_spec: Some(domain_target("nvl-nope", &[])),
+            target_spec: Some(nvl_domain_target("nvl-nope", &[])),
             ..Default::default()
         })
         .await
@@ -456,7 +377,7 @@ async fn tasks_listings_and_runs_aimed_at_a_domain_touch_its_member_racks(backen
     let empty_domain = s
         .client
         .power_on_rack(pb::PowerOnRackRequest {
-            target_spec: Some(domain_target("nvl-empty", &[])),
+            target_spec: Some(nvl_domain_target("nvl-empty", &[])),
             ..Default::default()
         })
         .await
@@ -470,12 +391,12 @@ async fn tasks_listings_and_runs_aimed_at_a_domain_touch_its_member_racks(backen
     // A run planned after rack 2 left the domain covers rack 1 only.
     s.client
         .detach_racks_from_nvl_domain(pb::DetachRacksFromNvlDomainRequest {
-            rack_identifiers: vec![identifier(fixture_id(2))],
+            rack_identifiers: vec![fixture_rack_identifier(2)],
         })
         .await
         .expect("detach");
     let mut request = common::run_request("domain-run", 100, "s", "o", 1);
-    common::upgrade(&mut request).target_spec = Some(domain_target("nvl-1", &[]));
+    common::upgrade(&mut request).target_spec = Some(nvl_domain_target("nvl-1", &[]));
     let preview = s
         .extensions()
         .preview_operation_run(request.clone())

@@ -21,7 +21,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use common::{Backend, TestServer, fixture_fleet, fixture_id, uuid};
+use common::{
+    Backend, TestServer, attach_fixture_racks, create_nvl_domain, fixture_fleet, fixture_id,
+    nvl_domain_target, uuid,
+};
 use rackflow_api::sim::v1 as simpb;
 use rackflow_api::sim::v1::sim_admin_client::SimAdminClient;
 use rackflow_api::v1 as pb;
@@ -1349,37 +1352,6 @@ async fn two_replicas_fire_each_occurrence_exactly_once(backend: Backend) {
     db.remove().await;
 }
 
-fn domain_spec(name: &str, types: &[pb::ComponentType]) -> pb::OperationTargetSpec {
-    pb::OperationTargetSpec {
-        targets: Some(pb::operation_target_spec::Targets::NvlDomains(
-            pb::NvlDomainTargets {
-                targets: vec![pb::NvlDomainTarget {
-                    identifier: Some(pb::nvl_domain_target::Identifier::Name(name.into())),
-                    component_types: types.iter().map(|t| *t as i32).collect(),
-                }],
-            },
-        )),
-    }
-}
-
-async fn attach_to(c: &mut Client, domain: &str, racks: &[u32]) {
-    c.attach_racks_to_nvl_domain(pb::AttachRacksToNvlDomainRequest {
-        nvl_domain_identifier: Some(pb::Identifier {
-            id: None,
-            name: domain.into(),
-        }),
-        rack_identifiers: racks
-            .iter()
-            .map(|n| pb::Identifier {
-                id: Some(uuid(fixture_id(*n))),
-                name: String::new(),
-            })
-            .collect(),
-    })
-    .await
-    .expect("attach");
-}
-
 async fn scope_racks(c: &mut Client, id: &pb::Uuid) -> BTreeSet<String> {
     c.list_task_schedule_scopes(pb::ListTaskScheduleScopesRequest {
         schedule_id: Some(id.clone()),
@@ -1403,26 +1375,16 @@ async fn domain_scopes_are_the_members_at_creation(backend: Backend) {
     };
     let c = &mut server.client;
     for name in ["nvl-s", "nvl-empty"] {
-        c.create_nvl_domain(pb::CreateNvlDomainRequest {
-            nvl_domain: Some(pb::NvlDomain {
-                identifier: Some(pb::Identifier {
-                    id: None,
-                    name: name.into(),
-                }),
-                ..Default::default()
-            }),
-        })
-        .await
-        .expect("domain");
+        create_nvl_domain(c, name, None, None).await;
     }
-    attach_to(c, "nvl-s", &[1, 2]).await;
+    attach_fixture_racks(c, "nvl-s", &[1, 2]).await;
     let s = create(
         c,
         create_req(
             "by-domain",
             spec(pb::ScheduleSpecType::Interval, "1h", ""),
             pb::OverlapPolicy::Skip,
-            power_on(domain_spec("nvl-s", &[pb::ComponentType::Compute])),
+            power_on(nvl_domain_target("nvl-s", &[pb::ComponentType::Compute])),
         ),
     )
     .await;
@@ -1452,7 +1414,7 @@ async fn domain_scopes_are_the_members_at_creation(backend: Backend) {
     }
 
     // Rack 3 joins the domain: not in the schedule until reconciled.
-    attach_to(c, "nvl-s", &[3]).await;
+    attach_fixture_racks(c, "nvl-s", &[3]).await;
     assert_eq!(scope_racks(c, &id).await, members(&[1, 2]));
     let ids = c
         .trigger_task_schedule(pb::TriggerTaskScheduleRequest { id: s.id.clone() })
@@ -1464,7 +1426,7 @@ async fn domain_scopes_are_the_members_at_creation(backend: Backend) {
     let done = c
         .update_task_schedule_scope(pb::UpdateTaskScheduleScopeRequest {
             schedule_id: s.id.clone(),
-            desired_scope: Some(domain_spec("nvl-s", &[pb::ComponentType::Compute])),
+            desired_scope: Some(nvl_domain_target("nvl-s", &[pb::ComponentType::Compute])),
         })
         .await
         .expect("reconcile")
@@ -1494,7 +1456,7 @@ async fn domain_scopes_are_the_members_at_creation(backend: Backend) {
                 domain,
                 spec(pb::ScheduleSpecType::Interval, "1h", ""),
                 pb::OverlapPolicy::Skip,
-                power_on(domain_spec(domain, &[])),
+                power_on(nvl_domain_target(domain, &[])),
             ))
             .await
             .expect_err("refused");

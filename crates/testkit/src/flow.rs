@@ -442,6 +442,69 @@ pub async fn fixture_fleet(client: &mut FlowClient<Channel>, count: u32) -> Vec<
     ids
 }
 
+/// A target of the NVLink domain named `name`, with a type filter.
+pub fn nvl_domain_target(name: &str, types: &[pb::ComponentType]) -> pb::OperationTargetSpec {
+    pb::OperationTargetSpec {
+        targets: Some(pb::operation_target_spec::Targets::NvlDomains(
+            pb::NvlDomainTargets {
+                targets: vec![pb::NvlDomainTarget {
+                    identifier: Some(pb::nvl_domain_target::Identifier::Name(name.into())),
+                    component_types: types.iter().map(|t| *t as i32).collect(),
+                }],
+            },
+        )),
+    }
+}
+
+/// Creates the NVLink domain `name` (external and NMX-C cluster ids when
+/// given); returns its id.
+pub async fn create_nvl_domain(
+    client: &mut FlowClient<Channel>,
+    name: &str,
+    external_id: Option<&str>,
+    nmxc_cluster_id: Option<&str>,
+) -> Uuid {
+    let id = client
+        .create_nvl_domain(pb::CreateNvlDomainRequest {
+            nvl_domain: Some(pb::NvlDomain {
+                identifier: Some(pb::Identifier {
+                    id: None,
+                    name: name.into(),
+                }),
+                external_id: external_id.map(str::to_string),
+                nmxc_cluster_id: nmxc_cluster_id.map(str::to_string),
+            }),
+        })
+        .await
+        .expect("create NVL domain")
+        .into_inner()
+        .id
+        .expect("domain id");
+    id.id.parse().expect("domain id is a UUID")
+}
+
+/// An identifier of the fixture rack `n` by id.
+pub fn fixture_rack_identifier(n: u32) -> pb::Identifier {
+    pb::Identifier {
+        id: Some(uuid(fixture_id(n))),
+        name: String::new(),
+    }
+}
+
+/// Attaches the fixture racks `racks` to the domain named `domain`.
+pub async fn attach_fixture_racks(client: &mut FlowClient<Channel>, domain: &str, racks: &[u32]) {
+    client
+        .attach_racks_to_nvl_domain(pb::AttachRacksToNvlDomainRequest {
+            nvl_domain_identifier: Some(pb::Identifier {
+                id: None,
+                name: domain.into(),
+            }),
+            rack_identifiers: racks.iter().map(|n| fixture_rack_identifier(*n)).collect(),
+        })
+        .await
+        .expect("attach racks");
+}
+
 /// A valid create request: `percentage`% with the given seeds, one
 /// failure-rate gate, equal phases.
 pub fn run_request(
