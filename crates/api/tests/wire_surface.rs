@@ -339,7 +339,6 @@ const NOT_YET_IMPLEMENTED: &[&str] = &[
     "BringUpRack",
     "IngestRack",
     "DecommissionRack",
-    "ACPowerCycleRack",
     "CreateEventRule",
     "GetEventRule",
     "GetEffectiveEventRule",

@@ -216,6 +216,9 @@ pub enum RackCommand {
     Create(lifecycle::RackCreateArgs),
     /// Change a rack's name, description or location; prints what changed.
     Patch(lifecycle::RackPatchArgs),
+    /// AC power cycle (task power_control/cold_reset: the built-in rule
+    /// cycles the compute trays); prints the task ids.
+    AcPowerCycle(ops::RackOperationArgs),
     /// Delete a rack (soft: hidden everywhere; its external id stays
     /// reserved until it is purged).
     Delete {
@@ -409,6 +412,9 @@ async fn run_command(
         }) => rack::run_get(server, &id, with_components, output).await,
         Command::Rack(RackCommand::Create(args)) => {
             lifecycle::run_rack_create(server, &args, output).await
+        }
+        Command::Rack(RackCommand::AcPowerCycle(args)) => {
+            ops::run_ac_power_cycle(server, &args, output).await
         }
         Command::Rack(RackCommand::Patch(args)) => {
             lifecycle::run_rack_patch(server, &args, output).await

@@ -1,5 +1,5 @@
-//! Rack operations that submit tasks: `rackflow power on|off|reset` and
-//! `rackflow firmware upgrade`. Each prints the ids of the tasks the server
+//! Rack operations that submit tasks: `rackflow power on|off|reset`,
+//! `rackflow rack ac-power-cycle` and `rackflow firmware upgrade`. Each prints the ids of the tasks the server
 //! created, one per resolved rack.
 
 use std::time::Duration;
@@ -180,6 +180,49 @@ pub async fn run_power(
         PowerRequest::Off(r) => flow.power_off_rack(r).await.context("power off")?,
         PowerRequest::Reset(r) => flow.power_reset_rack(r).await.context("power reset")?,
     };
+    print_task_ids(response.into_inner(), output)
+}
+
+// ---------------------------------------------------------------------------
+// rack ac-power-cycle
+// ---------------------------------------------------------------------------
+
+/// Flags of the rack lifecycle operations (`rack ac-power-cycle`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct RackOperationArgs {
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    #[command(flatten)]
+    pub submit: SubmitArgs,
+}
+
+impl RackOperationArgs {
+    /// `ACPowerCycleRack` of these flags.
+    pub fn ac_power_cycle_request(&self) -> anyhow::Result<v1::AcPowerCycleRackRequest> {
+        let s = &self.submit;
+        Ok(v1::AcPowerCycleRackRequest {
+            target_spec: Some(self.targets.to_proto()?),
+            description: s.description(),
+            queue_options: s.queue_options(),
+            rule_id: s.rule_id(),
+            override_readiness_check: s.override_readiness_check,
+        })
+    }
+}
+
+/// `rackflow rack ac-power-cycle`: one power_control/cold_reset task per
+/// rack.
+pub async fn run_ac_power_cycle(
+    server: &crate::client::ServerAddress,
+    args: &RackOperationArgs,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let request = args.ac_power_cycle_request()?;
+    let mut flow = client::connect(server).await?;
+    let response = flow
+        .ac_power_cycle_rack(request)
+        .await
+        .context("AC power cycle")?;
     print_task_ids(response.into_inner(), output)
 }
 

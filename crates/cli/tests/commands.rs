@@ -12,7 +12,7 @@ use rackflow_cli::rule::{RuleCommand, disassociate_request};
 use rackflow_cli::rule_file::RuleType;
 use rackflow_cli::targets::parse_component_external_id;
 use rackflow_cli::task::TaskCommand;
-use rackflow_cli::{Cli, Command};
+use rackflow_cli::{Cli, Command, RackCommand};
 use rackflow_domain::ComponentType;
 
 const RACK: &str = "7b1e2c1a-9a55-4bde-9e0f-0a4c1b9b7d10";
@@ -168,6 +168,44 @@ fn nvl_domain_flags_aim_at_domains_and_do_not_mix_with_racks() {
         firmware.target_spec.and_then(|s| s.targets),
         Some(v1::operation_target_spec::Targets::NvlDomains(_))
     ));
+}
+
+#[test]
+fn rack_ac_power_cycle_takes_the_task_flags() {
+    let Command::Rack(RackCommand::AcPowerCycle(args)) = command(&[
+        "rack",
+        "ac-power-cycle",
+        "--rack-external-ids",
+        "r-0001",
+        "--queue",
+        "--queue-timeout",
+        "10m",
+        "--override-readiness-check",
+        "--description",
+        "cycle",
+    ]) else {
+        panic!("rack ac-power-cycle")
+    };
+    let r = args.ac_power_cycle_request().unwrap();
+    let targets = rack_targets(&r.target_spec);
+    assert_eq!(
+        targets[0].identifier,
+        Some(v1::rack_target::Identifier::ExternalId("r-0001".into()))
+    );
+    assert_eq!(
+        r.queue_options,
+        Some(v1::QueueOptions {
+            conflict_strategy: v1::ConflictStrategy::Queue as i32,
+            queue_timeout_seconds: 600,
+        })
+    );
+    assert!(r.override_readiness_check);
+    assert_eq!(r.description, "cycle");
+    let Command::Rack(RackCommand::AcPowerCycle(none)) = command(&["rack", "ac-power-cycle"])
+    else {
+        panic!("parsed")
+    };
+    assert!(none.ac_power_cycle_request().is_err(), "no targets");
 }
 
 #[test]

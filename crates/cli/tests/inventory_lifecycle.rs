@@ -251,6 +251,29 @@ fn domain_views_and_domain_targets() {
     );
     assert_eq!(mixed.code, Some(1));
     assert!(mixed.stderr.contains("cannot be"), "{}", mixed.stderr);
+
+    // An AC power cycle of rack 3: a cold_reset task.
+    let cycled = rackflow(
+        s,
+        &[
+            "rack",
+            "ac-power-cycle",
+            "--rack-external-ids",
+            "r-0003",
+            "-o",
+            "json",
+        ],
+    )
+    .ok()
+    .json();
+    let cycle_id = cycled["task_ids"][0].as_str().expect("task id").to_string();
+    let task = rackflow(s, &["task", "get", &cycle_id, "-o", "json"])
+        .ok()
+        .json();
+    assert_eq!(
+        task["tasks"][0]["operation"], "power_control/cold_reset",
+        "{task}"
+    );
 }
 
 #[test]

@@ -89,6 +89,7 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("/v1.Flow/PowerOnRack", Role::Operator),
     ("/v1.Flow/PowerOffRack", Role::Operator),
     ("/v1.Flow/PowerResetRack", Role::Operator),
+    ("/v1.Flow/ACPowerCycleRack", Role::Operator),
     ("/v1.Flow/ListTasks", Role::Viewer),
     ("/v1.Flow/GetTasksByIDs", Role::Viewer),
     ("/v1.Flow/CancelTask", Role::Operator),

@@ -139,6 +139,7 @@ audited_plain!(
     pb::PowerOnRackRequest => [rule_id],
     pb::PowerOffRackRequest => [rule_id],
     pb::PowerResetRackRequest => [rule_id],
+    pb::AcPowerCycleRackRequest => [rule_id],
     pb::CancelTaskRequest => [task_id],
     pb::CreateOperationRuleRequest => [],
     pb::UpdateOperationRuleRequest => [rule_id],

@@ -382,6 +382,16 @@ impl Flow for FlowService {
         .await
     }
 
+    async fn ac_power_cycle_rack(
+        &self,
+        req: Request<pb::AcPowerCycleRackRequest>,
+    ) -> Reply<pb::SubmitTaskResponse> {
+        self.audited("v1.Flow/ACPowerCycleRack", req, |q, _| {
+            rpc::tasks::ac_power_cycle_rack(&self.tasks, q)
+        })
+        .await
+    }
+
     async fn list_tasks(&self, req: Request<pb::ListTasksRequest>) -> Reply<pb::ListTasksResponse> {
         reply(rpc::tasks::list_tasks(&self.inventory, req.into_inner()).await)
     }

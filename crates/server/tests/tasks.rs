@@ -155,6 +155,7 @@ enum Op {
     PowerOn,
     PowerOff,
     Reset,
+    AcPowerCycle,
     Firmware,
 }
 
@@ -242,6 +243,17 @@ impl Submit {
                     .power_off_rack(pb::PowerOffRackRequest {
                         target_spec: spec,
                         forced: self.forced,
+                        description,
+                        queue_options,
+                        rule_id,
+                        override_readiness_check: false,
+                    })
+                    .await
+            }
+            Op::AcPowerCycle => {
+                client
+                    .ac_power_cycle_rack(pb::AcPowerCycleRackRequest {
+                        target_spec: spec,
                         description,
                         queue_options,
                         rule_id,
@@ -1076,6 +1088,8 @@ async fn builtin_rules_run_stages_in_order(backend: Backend) {
         (Op::PowerOn, vec!["PowerShelf", "NVSwitch", "Compute"]),
         (Op::PowerOff, vec!["Compute", "NVSwitch", "PowerShelf"]),
         (Op::Firmware, vec!["Compute", "NVSwitch"]),
+        // ACPowerCycleRack: cold_reset, the compute trays only.
+        (Op::AcPowerCycle, vec!["Compute"]),
     ];
     for (op, order) in cases {
         let mark = log_mark(&mut sim).await;
@@ -1088,12 +1102,14 @@ async fn builtin_rules_run_stages_in_order(backend: Backend) {
             // firmware_inventory: the versions read back (issue 12).
             ["firmware_inventory", "firmware_start", "firmware_status"].into()
         } else {
+            // power_status: the states read back after the power step.
             ["power_control", "power_status"].into()
         };
         assert_eq!(kinds, expected, "{op:?}");
         let detail = match op {
             Op::PowerOn => "power_on",
             Op::PowerOff => "power_off",
+            Op::AcPowerCycle => "cold_reset",
             _ => "2.0.0",
         };
         assert!(

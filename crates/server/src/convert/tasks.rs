@@ -125,6 +125,11 @@ pub fn power_reset(req: &pb::PowerResetRackRequest) -> Checked<SubmitRequest> {
     request(TaskType::PowerControl, code, common!(req), None)
 }
 
+/// `ACPowerCycleRack`: power_control / cold_reset.
+pub fn ac_power_cycle(req: &pb::AcPowerCycleRackRequest) -> Checked<SubmitRequest> {
+    request(TaskType::PowerControl, "cold_reset", common!(req), None)
+}
+
 pub fn upgrade_firmware(req: &pb::UpgradeFirmwareRequest) -> Checked<SubmitRequest> {
     let start = req.start_time.as_ref().map_or(0, |t| t.seconds);
     let end = req.end_time.as_ref().map_or(0, |t| t.seconds);

@@ -60,6 +60,13 @@ pub(crate) async fn power_reset_rack(
     submit(tasks, convert::power_reset(&req)?).await
 }
 
+pub(crate) async fn ac_power_cycle_rack(
+    tasks: &Arc<TaskManager>,
+    req: pb::AcPowerCycleRackRequest,
+) -> ApiResult<pb::SubmitTaskResponse> {
+    submit(tasks, convert::ac_power_cycle(&req)?).await
+}
+
 pub(crate) async fn list_tasks(
     inventory: &InventoryManager,
     req: pb::ListTasksRequest,
