@@ -336,9 +336,6 @@ const REFERENCE_FLOW_RPCS: &[(&str, &str, &str)] = &[
 /// Reference RPCs rackflow does not implement yet: absent from `v1.Flow`
 /// (a client gets UNIMPLEMENTED) until the issue that adds them.
 const NOT_YET_IMPLEMENTED: &[&str] = &[
-    "BringUpRack",
-    "IngestRack",
-    "DecommissionRack",
     "CreateEventRule",
     "GetEventRule",
     "GetEffectiveEventRule",

@@ -59,6 +59,56 @@ pub enum TargetSpec {
 }
 
 impl TargetSpec {
+    /// The spec narrowed to component types `types`: each rack or domain
+    /// target keeps the types of its own list that are in `types` (all of
+    /// `types` when its list is empty). A target left with none, and
+    /// component targets (which name components, not types), are refused.
+    pub fn restricted_to_types(self, types: &[ComponentType]) -> Result<TargetSpec, String> {
+        fn narrow(own: &[ComponentType], types: &[ComponentType]) -> Vec<ComponentType> {
+            if own.is_empty() {
+                types.to_vec()
+            } else {
+                own.iter().copied().filter(|t| types.contains(t)).collect()
+            }
+        }
+        let none_left = |kind: &str, i: usize| {
+            format!("{kind} target {i} names none of the filtered component types")
+        };
+        match self {
+            TargetSpec::Racks(racks) => racks
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut r)| {
+                    r.component_types = narrow(&r.component_types, types);
+                    if r.component_types.is_empty() {
+                        Err(none_left("rack", i))
+                    } else {
+                        Ok(r)
+                    }
+                })
+                .collect::<Result<_, _>>()
+                .map(TargetSpec::Racks),
+            TargetSpec::NvlDomains(domains) => domains
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut d)| {
+                    d.component_types = narrow(&d.component_types, types);
+                    if d.component_types.is_empty() {
+                        Err(none_left("NVL domain", i))
+                    } else {
+                        Ok(d)
+                    }
+                })
+                .collect::<Result<_, _>>()
+                .map(TargetSpec::NvlDomains),
+            TargetSpec::Components(_) => Err(
+                "component-type filters apply to rack and NVLink-domain targets; component \
+                 targets name their components exactly"
+                    .to_string(),
+            ),
+        }
+    }
+
     /// The same spec with repeated targets named once (the first time):
     /// a target listed twice is one target, and a list of 10,000 copies
     /// costs what one does.
@@ -227,5 +277,39 @@ mod repeat_tests {
             unreachable!()
         };
         assert_eq!(once.len(), 1);
+    }
+
+    #[test]
+    fn type_restriction_narrows_each_rack_or_domain_target() {
+        use ComponentType::{Compute, NvSwitch, PowerShelf};
+        let rack = |types: Vec<ComponentType>| RackTarget {
+            identifier: RackIdentifier::Name("r".into()),
+            component_types: types,
+        };
+        let spec = TargetSpec::Racks(vec![rack(vec![]), rack(vec![Compute, PowerShelf])]);
+        assert_eq!(
+            spec.restricted_to_types(&[Compute, NvSwitch]),
+            Ok(TargetSpec::Racks(vec![
+                rack(vec![Compute, NvSwitch]),
+                rack(vec![Compute])
+            ]))
+        );
+        let err = TargetSpec::Racks(vec![rack(vec![PowerShelf])])
+            .restricted_to_types(&[Compute])
+            .unwrap_err();
+        assert!(err.contains("rack target 0 names none"), "{err}");
+        let domain = TargetSpec::NvlDomains(vec![NvlDomainTarget {
+            identifier: NvlDomainIdentifier::Name("d".into()),
+            component_types: vec![],
+        }]);
+        assert!(matches!(
+            domain.restricted_to_types(&[NvSwitch]),
+            Ok(TargetSpec::NvlDomains(d)) if d[0].component_types == [NvSwitch]
+        ));
+        assert!(
+            TargetSpec::Components(vec![ComponentTarget::Id(Uuid::nil())])
+                .restricted_to_types(&[Compute])
+                .is_err()
+        );
     }
 }

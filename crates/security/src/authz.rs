@@ -90,6 +90,10 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("/v1.Flow/PowerOffRack", Role::Operator),
     ("/v1.Flow/PowerResetRack", Role::Operator),
     ("/v1.Flow/ACPowerCycleRack", Role::Operator),
+    ("/v1.Flow/BringUpRack", Role::Operator),
+    ("/v1.Flow/IngestRack", Role::Operator),
+    // Retiring a rack is not undone by an operator's next command.
+    ("/v1.Flow/DecommissionRack", Role::Admin),
     ("/v1.Flow/ListTasks", Role::Viewer),
     ("/v1.Flow/GetTasksByIDs", Role::Viewer),
     ("/v1.Flow/CancelTask", Role::Operator),

@@ -382,6 +382,36 @@ impl Flow for FlowService {
         .await
     }
 
+    async fn bring_up_rack(
+        &self,
+        req: Request<pb::BringUpRackRequest>,
+    ) -> Reply<pb::SubmitTaskResponse> {
+        self.audited("v1.Flow/BringUpRack", req, |q, _| {
+            rpc::tasks::bring_up_rack(&self.tasks, q)
+        })
+        .await
+    }
+
+    async fn ingest_rack(
+        &self,
+        req: Request<pb::IngestRackRequest>,
+    ) -> Reply<pb::SubmitTaskResponse> {
+        self.audited("v1.Flow/IngestRack", req, |q, _| {
+            rpc::tasks::ingest_rack(&self.tasks, q)
+        })
+        .await
+    }
+
+    async fn decommission_rack(
+        &self,
+        req: Request<pb::DecommissionRackRequest>,
+    ) -> Reply<pb::SubmitTaskResponse> {
+        self.audited("v1.Flow/DecommissionRack", req, |q, _| {
+            rpc::tasks::decommission_rack(&self.tasks, q)
+        })
+        .await
+    }
+
     async fn ac_power_cycle_rack(
         &self,
         req: Request<pb::AcPowerCycleRackRequest>,

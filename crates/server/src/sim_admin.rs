@@ -55,7 +55,7 @@ pub fn fault_from_wire(index: usize, fault: &pb::Fault) -> Result<SimFault, Inva
     };
     let operation = FaultOperation::parse(&fault.operation).ok_or_else(|| {
         Invalid(format!(
-            "{}: unknown operation {:?} (expected firmware, power or any)",
+            "{}: unknown operation {:?} (expected firmware, power, ingest, decommission or any)",
             field("operation"),
             fault.operation
         ))

@@ -71,6 +71,7 @@ fn expected_role(path: &str) -> Role {
         "AttachRacksToNVLDomain",
         "DetachRacksFromNVLDomain",
         "ImportRacks",
+        "DecommissionRack",
         "CreateOperationRule",
         "UpdateOperationRule",
         "DeleteOperationRule",

@@ -20,6 +20,12 @@ use crate::manager::{
     ComponentRef, FirmwareRequest, FirmwareState, ManagerError, PowerOp, PowerState, first_listed,
 };
 
+/// Bound of a `DecommissionControl` call without its own timeout (the
+/// reference's fire-once 5 minutes).
+const DECOMMISSION_CALL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// How long `WaitDecommissioned` tolerates failing status reads in a row.
+const DECOMMISSION_STATUS_ERRORS_FOR: Duration = Duration::from_secs(5 * 60);
+
 /// Why an attempt failed, and whether another attempt may help.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -364,18 +370,44 @@ impl StepRun<'_, '_> {
                 )
                 .await
             }
-            // Decommission, bring-up, expectation injection and the
-            // consistency check need manager capabilities no provider offers
-            // yet; the capability check normally stops them before dispatch.
-            Action::DecommissionControl
-            | Action::WaitDecommissioned { .. }
-            | Action::BringUpControl
-            | Action::WaitBringUp { .. }
-            | Action::InjectExpectation
-            | Action::VerifyFirmwareConsistency => Err(ActionError::permanent(format!(
-                "action {} is not supported by the local executor",
-                action.name()
-            ))),
+            Action::InjectExpectation => {
+                let call = registry.expectation_injector(ty)?.inject_expectation(batch);
+                let timeout = config.timeout.filter(|t| !t.is_zero());
+                bounded(timeout, "InjectExpectation", call).await
+            }
+            Action::VerifyFirmwareConsistency => {
+                let call = registry
+                    .firmware_consistency(ty)?
+                    .check_firmware_consistency(batch);
+                let timeout = config.timeout.filter(|t| !t.is_zero());
+                bounded(timeout, "VerifyFirmwareConsistency", call).await
+            }
+            Action::DecommissionControl => {
+                // Fire once: bounded by the action's timeout, else the
+                // reference's 5 minutes.
+                let call = registry.decommissioner(ty)?.decommission(batch);
+                let timeout = config
+                    .timeout
+                    .filter(|t| !t.is_zero())
+                    .unwrap_or(DECOMMISSION_CALL_TIMEOUT);
+                bounded(Some(timeout), "DecommissionControl", call).await
+            }
+            Action::WaitDecommissioned {
+                timeout,
+                poll_interval,
+            } => {
+                self.wait_decommissioned(batch, *timeout, *poll_interval)
+                    .await
+            }
+            // Bring-up control and its waiter are in no built-in rule and no
+            // provider offers them; the capability check stops a rule that
+            // names them before dispatch.
+            Action::BringUpControl | Action::WaitBringUp { .. } => {
+                Err(ActionError::permanent(format!(
+                    "action {} is not supported by the local executor",
+                    action.name()
+                )))
+            }
         }
     }
 
@@ -503,6 +535,79 @@ impl StepRun<'_, '_> {
                 format_go_duration(timeout)
             ))
         })
+    }
+
+    /// Polls decommission states until every component of `batch` is done
+    /// (spec §5.6): the first read at once, then every `poll_interval`;
+    /// `Ready`, `Maintenance(…)` and `Decommissioning/…` are pending, any
+    /// other state fails naming the component and its state, as does a
+    /// component the manager does not know; read errors are tolerated for
+    /// [`DECOMMISSION_STATUS_ERRORS_FOR`] in a row.
+    async fn wait_decommissioned(
+        &self,
+        batch: &[ComponentRef],
+        timeout: Duration,
+        poll_interval: Duration,
+    ) -> Result<(), ActionError> {
+        let reader = self
+            .ctx
+            .registry
+            .decommission_status(self.step.component_type)?;
+        let mut feed = reader.change_feed(batch);
+        let poll = async {
+            let mut failing_since: Option<Instant> = None;
+            loop {
+                mark_seen(&mut feed);
+                match reader.decommission_status(batch).await {
+                    Ok(states) => {
+                        failing_since = None;
+                        let mut pending = false;
+                        for c in batch {
+                            match states.get(&c.external_id) {
+                                None => {
+                                    return Err(ActionError::permanent(format!(
+                                        "{} {} is not known to its component manager",
+                                        c.component_type, c.external_id
+                                    )));
+                                }
+                                Some(state) if state.is_done() => {}
+                                Some(state) if state.is_pending() => pending = true,
+                                Some(state) => {
+                                    return Err(ActionError::permanent(format!(
+                                        "{} {} did not decommission: state {}",
+                                        c.component_type,
+                                        c.external_id,
+                                        state.text()
+                                    )));
+                                }
+                            }
+                        }
+                        if !pending {
+                            return Ok(());
+                        }
+                    }
+                    Err(e) => {
+                        let since = *failing_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() >= DECOMMISSION_STATUS_ERRORS_FOR {
+                            return Err(ActionError::retryable(format!(
+                                "decommission status unreadable for {}: {e}",
+                                format_go_duration(DECOMMISSION_STATUS_ERRORS_FOR)
+                            )));
+                        }
+                        tracing::debug!(error = %e, "decommission status read failed; polling on");
+                    }
+                }
+                wait_change_or(&mut feed, poll_interval).await;
+            }
+        };
+        tokio::time::timeout(timeout, poll)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ActionError::retryable(format!(
+                    "timeout after {} waiting for decommission",
+                    format_go_duration(timeout)
+                )))
+            })
     }
 
     /// Polls each listed type until it is reachable: at least one component

@@ -317,6 +317,92 @@ pub trait FirmwareStatus: Send + Sync {
     }
 }
 
+/// Registers components with their manager as expected inventory (the
+/// ingest step): afterwards the manager knows them and can act on them.
+#[async_trait]
+pub trait ExpectationInjector: Send + Sync {
+    async fn inject_expectation(&self, components: &[ComponentRef]) -> Result<(), ManagerError>;
+}
+
+/// Checks that the firmware of a set of components agrees (the bring-up's
+/// check on a rack's NVLink switches: one fabric, one version). `Err`
+/// names what disagrees.
+#[async_trait]
+pub trait FirmwareConsistency: Send + Sync {
+    async fn check_firmware_consistency(
+        &self,
+        components: &[ComponentRef],
+    ) -> Result<(), ManagerError>;
+}
+
+/// Where a component is in its decommissioning (spec §5.6): the reference's
+/// state strings, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecommissionState {
+    /// In service, not yet asked (still pending for the waiter).
+    Ready,
+    /// `Maintenance(...)`: pending.
+    Maintenance(String),
+    /// `Decommissioning/<sub-state>`: pending, unless the sub-state is
+    /// `Decommissioned`.
+    Decommissioning(String),
+    /// Done.
+    Decommissioned,
+    /// Anything else (an error state): the waiter fails.
+    Other(String),
+}
+
+impl DecommissionState {
+    /// The state as the reference writes it.
+    pub fn text(&self) -> String {
+        match self {
+            DecommissionState::Ready => "Ready".to_string(),
+            DecommissionState::Maintenance(m) => format!("Maintenance({m})"),
+            DecommissionState::Decommissioning(sub) => format!("Decommissioning/{sub}"),
+            DecommissionState::Decommissioned => "Decommissioned".to_string(),
+            DecommissionState::Other(s) => s.clone(),
+        }
+    }
+
+    /// Done: `Decommissioned`, or `Decommissioning/Decommissioned`.
+    pub fn is_done(&self) -> bool {
+        match self {
+            DecommissionState::Decommissioned => true,
+            DecommissionState::Decommissioning(sub) => sub == "Decommissioned",
+            _ => false,
+        }
+    }
+
+    /// Still on its way (the waiter polls on).
+    pub fn is_pending(&self) -> bool {
+        !self.is_done() && !matches!(self, DecommissionState::Other(_))
+    }
+}
+
+/// Asks components to decommission (fire once; the status tells the rest).
+#[async_trait]
+pub trait Decommissioner: Send + Sync {
+    async fn decommission(&self, components: &[ComponentRef]) -> Result<(), ManagerError>;
+}
+
+/// Reads decommission states, keyed by external id. A component missing
+/// from the map is unknown to the manager.
+#[async_trait]
+pub trait DecommissionStatus: Send + Sync {
+    async fn decommission_status(
+        &self,
+        components: &[ComponentRef],
+    ) -> Result<HashMap<String, DecommissionState>, ManagerError>;
+
+    /// Like [`FirmwareStatus::change_feed`], for decommission states.
+    fn change_feed(
+        &self,
+        _components: &[ComponentRef],
+    ) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
+}
+
 /// Change notifications per rack, for providers' `change_feed`: a poller
 /// waits on the feed of its own batch's rack, so a change wakes the pollers
 /// of that rack only. (One fleet-wide counter woke every poller of every
@@ -388,6 +474,18 @@ pub trait ComponentManager: Send + Sync {
     fn as_firmware_status(&self) -> Option<&dyn FirmwareStatus> {
         None
     }
+    fn as_expectation_injector(&self) -> Option<&dyn ExpectationInjector> {
+        None
+    }
+    fn as_firmware_consistency(&self) -> Option<&dyn FirmwareConsistency> {
+        None
+    }
+    fn as_decommissioner(&self) -> Option<&dyn Decommissioner> {
+        None
+    }
+    fn as_decommission_status(&self) -> Option<&dyn DecommissionStatus> {
+        None
+    }
 
     /// The declared capability set. The default derives it from the
     /// accessors so the two cannot disagree.
@@ -404,6 +502,18 @@ pub trait ComponentManager: Send + Sync {
         }
         if self.as_firmware_status().is_some() {
             caps.push(Capability::FirmwareStatus);
+        }
+        if self.as_expectation_injector().is_some() {
+            caps.push(Capability::InjectExpectation);
+        }
+        if self.as_firmware_consistency().is_some() {
+            caps.push(Capability::FirmwareConsistencyCheck);
+        }
+        if self.as_decommissioner().is_some() {
+            caps.push(Capability::DecommissionControl);
+        }
+        if self.as_decommission_status().is_some() {
+            caps.push(Capability::DecommissionStatus);
         }
         caps
     }
@@ -509,6 +619,44 @@ impl ManagerRegistry {
         self.get(component_type)?
             .as_firmware_status()
             .ok_or_else(|| missing(component_type, Capability::FirmwareStatus))
+    }
+}
+
+impl ManagerRegistry {
+    pub fn expectation_injector(
+        &self,
+        component_type: ComponentType,
+    ) -> Result<&dyn ExpectationInjector, ManagerError> {
+        self.get(component_type)?
+            .as_expectation_injector()
+            .ok_or_else(|| missing(component_type, Capability::InjectExpectation))
+    }
+
+    pub fn firmware_consistency(
+        &self,
+        component_type: ComponentType,
+    ) -> Result<&dyn FirmwareConsistency, ManagerError> {
+        self.get(component_type)?
+            .as_firmware_consistency()
+            .ok_or_else(|| missing(component_type, Capability::FirmwareConsistencyCheck))
+    }
+
+    pub fn decommissioner(
+        &self,
+        component_type: ComponentType,
+    ) -> Result<&dyn Decommissioner, ManagerError> {
+        self.get(component_type)?
+            .as_decommissioner()
+            .ok_or_else(|| missing(component_type, Capability::DecommissionControl))
+    }
+
+    pub fn decommission_status(
+        &self,
+        component_type: ComponentType,
+    ) -> Result<&dyn DecommissionStatus, ManagerError> {
+        self.get(component_type)?
+            .as_decommission_status()
+            .ok_or_else(|| missing(component_type, Capability::DecommissionStatus))
     }
 }
 

@@ -21,6 +21,9 @@ pub struct SimConfig {
     pub power_ms: u64,
     /// Relative latency spread: each latency is `base × (1 ± jitter)`.
     pub jitter: f64,
+    /// Time from a decommission request to the component reporting
+    /// `Decommissioned` (it passes through `Decommissioning/Draining`).
+    pub decommission_ms: u64,
     /// The newest firmware the simulated manager has: what an update that
     /// names no version (or `latest`) installs, and what it then reads
     /// back — a concrete version, never the word "latest".
@@ -39,6 +42,7 @@ impl Default for SimConfig {
             firmware_update_ms: 2000,
             power_ms: 200,
             jitter: 0.2,
+            decommission_ms: 3000,
             latest_firmware_version: DEFAULT_LATEST_FIRMWARE_VERSION.to_string(),
             faults: Vec::new(),
         }
@@ -52,6 +56,7 @@ impl SimConfig {
             firmware_update_ms: 0,
             power_ms: 0,
             jitter: 0.0,
+            decommission_ms: 0,
             ..SimConfig::default()
         }
     }
@@ -63,6 +68,9 @@ impl SimConfig {
 pub enum FaultOperation {
     Firmware,
     Power,
+    /// Expectation injection (ingest).
+    Ingest,
+    Decommission,
     #[default]
     Any,
 }
@@ -72,15 +80,19 @@ impl FaultOperation {
         match self {
             FaultOperation::Firmware => "firmware",
             FaultOperation::Power => "power",
+            FaultOperation::Ingest => "ingest",
+            FaultOperation::Decommission => "decommission",
             FaultOperation::Any => "any",
         }
     }
 
-    /// `firmware`, `power`, `any`; empty = any.
+    /// `firmware`, `power`, `ingest`, `decommission`, `any`; empty = any.
     pub fn parse(text: &str) -> Option<FaultOperation> {
         match text.trim().to_ascii_lowercase().as_str() {
             "firmware" => Some(FaultOperation::Firmware),
             "power" => Some(FaultOperation::Power),
+            "ingest" => Some(FaultOperation::Ingest),
+            "decommission" => Some(FaultOperation::Decommission),
             "any" | "" => Some(FaultOperation::Any),
             _ => None,
         }
@@ -149,6 +161,8 @@ pub struct SimFault {
 pub(crate) enum CallKind {
     Power,
     Firmware,
+    Ingest,
+    Decommission,
 }
 
 impl SimFault {
@@ -157,6 +171,8 @@ impl SimFault {
             FaultOperation::Any => true,
             FaultOperation::Power => kind == CallKind::Power,
             FaultOperation::Firmware => kind == CallKind::Firmware,
+            FaultOperation::Ingest => kind == CallKind::Ingest,
+            FaultOperation::Decommission => kind == CallKind::Decommission,
         };
         operation_matches
             && self.rack.as_ref().is_none_or(|r| *r == component.rack)

@@ -45,8 +45,10 @@ use tokio::time::Instant;
 pub use config::{FaultEffect, FaultOperation, SimConfig, SimFault};
 
 use crate::manager::{
-    ChangeFeeds, ComponentManager, ComponentRef, FirmwareControl, FirmwareRequest, FirmwareState,
-    FirmwareStatus, ManagerError, ManagerRegistry, PowerControl, PowerOp, PowerState, PowerStatus,
+    ChangeFeeds, ComponentManager, ComponentRef, DecommissionState, DecommissionStatus,
+    Decommissioner, ExpectationInjector, FirmwareConsistency, FirmwareControl, FirmwareRequest,
+    FirmwareState, FirmwareStatus, ManagerError, ManagerRegistry, PowerControl, PowerOp,
+    PowerState, PowerStatus,
 };
 use config::CallKind;
 
@@ -119,8 +121,35 @@ struct SimComponent {
     power: PowerState,
     firmware_version: String,
     update: Option<Update>,
+    /// Registered as expected inventory (ingest).
+    ingested: bool,
+    /// A decommission in progress or done.
+    decommission: Option<Decommission>,
     /// Calls that touched this component: the jitter PRNG's counter.
     calls: u64,
+}
+
+/// A decommission: `Decommissioning/Draining` until `duration` passed,
+/// then `Decommissioned` (powered off), or the fault's end.
+#[derive(Debug, Clone)]
+struct Decommission {
+    started: Instant,
+    duration: Duration,
+    fate: Option<FaultEffect>,
+}
+
+impl Decommission {
+    fn state_at(&self, now: Instant) -> DecommissionState {
+        let done = now.saturating_duration_since(self.started) >= self.duration;
+        match self.fate {
+            Some(FaultEffect::Hang) => DecommissionState::Decommissioning("Draining".into()),
+            _ if !done => DecommissionState::Decommissioning("Draining".into()),
+            Some(FaultEffect::Fail) => {
+                DecommissionState::Other("Error(simulated decommission fault)".into())
+            }
+            _ => DecommissionState::Decommissioned,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -369,6 +398,8 @@ impl Inner {
                 firmware_version: seed_version
                     .unwrap_or_else(|| DEFAULT_FIRMWARE_VERSION.to_string()),
                 update: None,
+                ingested: false,
+                decommission: None,
                 calls: 0,
             });
         entry.calls += 1;
@@ -656,9 +687,238 @@ impl FirmwareStatus for SimFleet {
     }
 }
 
+#[async_trait]
+impl ExpectationInjector for SimFleet {
+    async fn inject_expectation(&self, components: &[ComponentRef]) -> Result<(), ManagerError> {
+        if components.is_empty() {
+            return Ok(());
+        }
+        let plan = self.plan(
+            "inject_expectation",
+            String::new(),
+            components,
+            Some(CallKind::Ingest),
+            self.call_ms(),
+        );
+        if plan.hang {
+            std::future::pending::<()>().await;
+        }
+        wait(plan.latency).await;
+        {
+            let mut inner = self.lock();
+            for component in components {
+                if plan.failed.contains(&component.external_id) {
+                    continue;
+                }
+                if let Some(c) = inner.components.get_mut(&component.external_id) {
+                    c.ingested = true;
+                }
+            }
+        }
+        failed_call("inject_expectation", plan.failed, "simulated ingest fault")
+    }
+}
+
+#[async_trait]
+impl FirmwareConsistency for SimFleet {
+    async fn check_firmware_consistency(
+        &self,
+        components: &[ComponentRef],
+    ) -> Result<(), ManagerError> {
+        if components.is_empty() {
+            return Ok(());
+        }
+        let plan = self.plan(
+            "firmware_consistency",
+            String::new(),
+            components,
+            Some(CallKind::Firmware),
+            self.call_ms(),
+        );
+        if plan.hang {
+            std::future::pending::<()>().await;
+        }
+        wait(plan.latency).await;
+        failed_call(
+            "firmware_consistency",
+            plan.failed,
+            "simulated consistency-check fault",
+        )?;
+        let now = Instant::now();
+        let mut versions: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        {
+            let mut inner = self.lock();
+            for component in components {
+                if let Some(c) = inner.components.get_mut(&component.external_id) {
+                    c.settle(now);
+                    versions
+                        .entry(c.firmware_version.clone())
+                        .or_default()
+                        .push(component.external_id.clone());
+                }
+            }
+        }
+        if versions.len() <= 1 {
+            return Ok(());
+        }
+        let listed: Vec<String> = versions
+            .iter()
+            .map(|(version, ids)| {
+                format!(
+                    "{version} on {}",
+                    crate::manager::first_listed(ids, ", ", ", and")
+                )
+            })
+            .collect();
+        Err(ManagerError::CallFailed {
+            call: "firmware_consistency".to_string(),
+            components: components.iter().map(|c| c.external_id.clone()).collect(),
+            message: format!("firmware versions differ: {}", listed.join("; ")),
+        })
+    }
+}
+
+#[async_trait]
+impl Decommissioner for SimFleet {
+    async fn decommission(&self, components: &[ComponentRef]) -> Result<(), ManagerError> {
+        if components.is_empty() {
+            return Ok(());
+        }
+        let plan = self.plan(
+            "decommission",
+            String::new(),
+            components,
+            Some(CallKind::Decommission),
+            self.call_ms(),
+        );
+        wait(plan.latency).await;
+        let now = Instant::now();
+        let mut ends = Vec::new();
+        {
+            let mut inner = self.lock();
+            for (component, effect) in components.iter().zip(&plan.effects) {
+                let duration = jittered(
+                    &self.config,
+                    self.config.decommission_ms,
+                    &component.external_id,
+                    UPDATE_DRAW_SALT,
+                );
+                let duration = match effect {
+                    Some(FaultEffect::Slow) => duration * SLOW_FACTOR as u32,
+                    _ => duration,
+                };
+                if let Some(c) = inner.components.get_mut(&component.external_id)
+                    && c.decommission.is_none()
+                {
+                    c.decommission = Some(Decommission {
+                        started: now,
+                        duration,
+                        fate: *effect,
+                    });
+                    if *effect != Some(FaultEffect::Hang) {
+                        ends.push((now + duration, component.rack.clone()));
+                    }
+                }
+            }
+        }
+        for rack in racks_of(components) {
+            self.changes.changed(rack);
+        }
+        // Wake the waiters when each decommission ends (the state is
+        // computed when read; nothing else would tell them).
+        ends.sort_unstable();
+        ends.dedup();
+        if !ends.is_empty() {
+            let changes = Arc::clone(&self.changes);
+            tokio::spawn(async move {
+                for (end, rack) in ends {
+                    tokio::time::sleep_until(end).await;
+                    changes.changed(&rack);
+                }
+            });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl DecommissionStatus for SimFleet {
+    fn change_feed(
+        &self,
+        components: &[ComponentRef],
+    ) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.changes.subscribe(components)
+    }
+
+    async fn decommission_status(
+        &self,
+        components: &[ComponentRef],
+    ) -> Result<HashMap<String, DecommissionState>, ManagerError> {
+        let plan = self.plan(
+            "decommission_status",
+            String::new(),
+            components,
+            None,
+            self.call_ms(),
+        );
+        wait(plan.latency).await;
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let mut states = HashMap::with_capacity(components.len());
+        for component in components {
+            let Some(c) = inner.components.get_mut(&component.external_id) else {
+                continue;
+            };
+            let state = c
+                .decommission
+                .as_ref()
+                .map_or(DecommissionState::Ready, |d| d.state_at(now));
+            if state.is_done() {
+                // A decommissioned component is powered off.
+                c.power = PowerState::Off;
+            }
+            states.insert(component.external_id.clone(), state);
+        }
+        Ok(states)
+    }
+}
+
+/// The distinct racks of `components`.
+fn racks_of(components: &[ComponentRef]) -> Vec<&str> {
+    let mut racks: Vec<&str> = components.iter().map(|c| c.rack.as_str()).collect();
+    racks.sort_unstable();
+    racks.dedup();
+    racks
+}
+
+/// `Ok` when no component failed, else the call's error naming them.
+fn failed_call(call: &str, failed: Vec<String>, message: &str) -> Result<(), ManagerError> {
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(ManagerError::CallFailed {
+            call: call.to_string(),
+            components: failed,
+            message: message.to_string(),
+        })
+    }
+}
+
 impl ComponentManager for SimFleet {
     fn name(&self) -> &str {
         "sim"
+    }
+    fn as_expectation_injector(&self) -> Option<&dyn ExpectationInjector> {
+        Some(self)
+    }
+    fn as_firmware_consistency(&self) -> Option<&dyn FirmwareConsistency> {
+        Some(self)
+    }
+    fn as_decommissioner(&self) -> Option<&dyn Decommissioner> {
+        Some(self)
+    }
+    fn as_decommission_status(&self) -> Option<&dyn DecommissionStatus> {
+        Some(self)
     }
     fn as_power_control(&self) -> Option<&dyn PowerControl> {
         Some(self)

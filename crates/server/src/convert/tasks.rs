@@ -125,6 +125,87 @@ pub fn power_reset(req: &pb::PowerResetRackRequest) -> Checked<SubmitRequest> {
     request(TaskType::PowerControl, code, common!(req), None)
 }
 
+/// `BringUpRack`: bring_up / bring_up. The request has no queue options:
+/// a conflict rejects.
+pub fn bring_up(req: &pb::BringUpRackRequest) -> Checked<SubmitRequest> {
+    let common = Common {
+        spec: req.target_spec.as_ref(),
+        description: &req.description,
+        queue_options: None,
+        rule_id: req.rule_id.as_ref(),
+        override_readiness_check: req.override_readiness_check,
+    };
+    request(TaskType::BringUp, "bring_up", common, None)
+}
+
+/// `IngestRack`: bring_up / ingest. `filters` narrow the targeted
+/// components by type (`COMPONENT_FILTER_FIELD_TYPE`, type names as
+/// values); the other fields are refused by name.
+pub fn ingest(req: &pb::IngestRackRequest) -> Checked<SubmitRequest> {
+    let common = Common {
+        spec: req.target_spec.as_ref(),
+        description: &req.description,
+        queue_options: None,
+        rule_id: req.rule_id.as_ref(),
+        override_readiness_check: false,
+    };
+    let mut submit = request(TaskType::BringUp, "ingest", common, None)?;
+    let mut types: Option<Vec<ComponentType>> = None;
+    for (i, filter) in req.filters.iter().enumerate() {
+        let field = match filter.field {
+            Some(pb::filter::Field::ComponentField(f)) => {
+                pb::ComponentFilterField::try_from(f).ok()
+            }
+            _ => None,
+        };
+        if field != Some(pb::ComponentFilterField::Type) {
+            return invalid(format!(
+                "filters[{i}]: ingest filters by component type only \
+                 (component_field COMPONENT_FILTER_FIELD_TYPE)"
+            ));
+        }
+        let patterns = filter
+            .query_info
+            .as_ref()
+            .map(|q| q.patterns.as_slice())
+            .unwrap_or_default();
+        let mut wanted = Vec::with_capacity(patterns.len());
+        for p in patterns {
+            let ty = ComponentType::parse(p.trim_start_matches("COMPONENT_TYPE_"))
+                .filter(|t| *t != ComponentType::Unknown)
+                .ok_or_else(|| Invalid(format!("filters[{i}]: unknown component type {p:?}")))?;
+            wanted.push(ty);
+        }
+        // Several filters AND: keep the types every one names.
+        types = Some(match types {
+            None => wanted,
+            Some(kept) => kept.into_iter().filter(|t| wanted.contains(t)).collect(),
+        });
+    }
+    if let Some(types) = types {
+        if types.is_empty() {
+            return invalid("filters: no component type is left to ingest");
+        }
+        submit.target = submit
+            .target
+            .restricted_to_types(&types)
+            .map_err(|e| Invalid(format!("filters: {e}")))?;
+    }
+    Ok(submit)
+}
+
+/// `DecommissionRack`: decommission / decommission.
+pub fn decommission(req: &pb::DecommissionRackRequest) -> Checked<SubmitRequest> {
+    let common = Common {
+        spec: req.target_spec.as_ref(),
+        description: &req.description,
+        queue_options: req.queue_options.as_ref(),
+        rule_id: req.rule_id.as_ref(),
+        override_readiness_check: false,
+    };
+    request(TaskType::Decommission, "decommission", common, None)
+}
+
 /// `ACPowerCycleRack`: power_control / cold_reset.
 pub fn ac_power_cycle(req: &pb::AcPowerCycleRackRequest) -> Checked<SubmitRequest> {
     request(TaskType::PowerControl, "cold_reset", common!(req), None)

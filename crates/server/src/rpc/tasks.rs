@@ -60,6 +60,27 @@ pub(crate) async fn power_reset_rack(
     submit(tasks, convert::power_reset(&req)?).await
 }
 
+pub(crate) async fn bring_up_rack(
+    tasks: &Arc<TaskManager>,
+    req: pb::BringUpRackRequest,
+) -> ApiResult<pb::SubmitTaskResponse> {
+    submit(tasks, convert::bring_up(&req)?).await
+}
+
+pub(crate) async fn ingest_rack(
+    tasks: &Arc<TaskManager>,
+    req: pb::IngestRackRequest,
+) -> ApiResult<pb::SubmitTaskResponse> {
+    submit(tasks, convert::ingest(&req)?).await
+}
+
+pub(crate) async fn decommission_rack(
+    tasks: &Arc<TaskManager>,
+    req: pb::DecommissionRackRequest,
+) -> ApiResult<pb::SubmitTaskResponse> {
+    submit(tasks, convert::decommission(&req)?).await
+}
+
 pub(crate) async fn ac_power_cycle_rack(
     tasks: &Arc<TaskManager>,
     req: pb::AcPowerCycleRackRequest,
