@@ -219,6 +219,16 @@ pub enum RackCommand {
     /// AC power cycle (task power_control/cold_reset: the built-in rule
     /// cycles the compute trays); prints the task ids.
     AcPowerCycle(ops::RackOperationArgs),
+    /// Bring racks up (task bring_up/bring_up: shelves, compute and
+    /// switches powered on in order, compute firmware, the switches'
+    /// firmware checked, compute cycled); prints the task ids.
+    BringUp(ops::RackOperationArgs),
+    /// Register racks' compute trays and switches with their manager (task
+    /// bring_up/ingest); prints the task ids.
+    Ingest(ops::RackOperationArgs),
+    /// Retire racks (task decommission/decommission: compute, switches,
+    /// shelves, each waited for; admin role); prints the task ids.
+    Decommission(ops::RackOperationArgs),
     /// Delete a rack (soft: hidden everywhere; its external id stays
     /// reserved until it is purged).
     Delete {
@@ -414,7 +424,16 @@ async fn run_command(
             lifecycle::run_rack_create(server, &args, output).await
         }
         Command::Rack(RackCommand::AcPowerCycle(args)) => {
-            ops::run_ac_power_cycle(server, &args, output).await
+            ops::run_rack_operation(server, ops::RackOperation::AcPowerCycle, &args, output).await
+        }
+        Command::Rack(RackCommand::BringUp(args)) => {
+            ops::run_rack_operation(server, ops::RackOperation::BringUp, &args, output).await
+        }
+        Command::Rack(RackCommand::Ingest(args)) => {
+            ops::run_rack_operation(server, ops::RackOperation::Ingest, &args, output).await
+        }
+        Command::Rack(RackCommand::Decommission(args)) => {
+            ops::run_rack_operation(server, ops::RackOperation::Decommission, &args, output).await
         }
         Command::Rack(RackCommand::Patch(args)) => {
             lifecycle::run_rack_patch(server, &args, output).await

@@ -184,10 +184,11 @@ pub async fn run_power(
 }
 
 // ---------------------------------------------------------------------------
-// rack ac-power-cycle
+// rack ac-power-cycle|bring-up|ingest|decommission
 // ---------------------------------------------------------------------------
 
-/// Flags of the rack lifecycle operations (`rack ac-power-cycle`).
+/// Flags of the rack lifecycle operations (`rack ac-power-cycle`,
+/// `bring-up`, `ingest`, `decommission`).
 #[derive(Debug, Clone, Default, Args)]
 pub struct RackOperationArgs {
     #[command(flatten)]
@@ -208,6 +209,99 @@ impl RackOperationArgs {
             override_readiness_check: s.override_readiness_check,
         })
     }
+}
+
+/// A rack lifecycle operation of the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RackOperation {
+    AcPowerCycle,
+    BringUp,
+    Ingest,
+    Decommission,
+}
+
+impl RackOperationArgs {
+    /// `BringUpRack`: no queue options in the reference's request (a
+    /// conflict rejects), so `--queue` is refused.
+    pub fn bring_up_request(&self) -> anyhow::Result<v1::BringUpRackRequest> {
+        self.refuse_queue("bring-up")?;
+        let s = &self.submit;
+        Ok(v1::BringUpRackRequest {
+            target_spec: Some(self.targets.to_proto()?),
+            description: s.description(),
+            rule_id: s.rule_id(),
+            override_readiness_check: s.override_readiness_check,
+        })
+    }
+
+    /// `IngestRack`: `--component-types` narrows the targets as for every
+    /// task; no queue options, no readiness override.
+    pub fn ingest_request(&self) -> anyhow::Result<v1::IngestRackRequest> {
+        self.refuse_queue("ingest")?;
+        if self.submit.override_readiness_check {
+            bail!("--override-readiness-check does not apply to ingest (it touches no power)");
+        }
+        let s = &self.submit;
+        Ok(v1::IngestRackRequest {
+            target_spec: Some(self.targets.to_proto()?),
+            filters: Vec::new(),
+            description: s.description(),
+            rule_id: s.rule_id(),
+        })
+    }
+
+    pub fn decommission_request(&self) -> anyhow::Result<v1::DecommissionRackRequest> {
+        if self.submit.override_readiness_check {
+            bail!("--override-readiness-check does not apply to decommission");
+        }
+        let s = &self.submit;
+        Ok(v1::DecommissionRackRequest {
+            target_spec: Some(self.targets.to_proto()?),
+            description: s.description(),
+            queue_options: s.queue_options(),
+            rule_id: s.rule_id(),
+        })
+    }
+
+    fn refuse_queue(&self, what: &str) -> anyhow::Result<()> {
+        if self.submit.queue {
+            bail!(
+                "--queue does not apply to {what}: the request has no queue options (a conflicting task rejects it)"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `rackflow rack ac-power-cycle|bring-up|ingest|decommission`: one task
+/// per rack; prints the task ids.
+pub async fn run_rack_operation(
+    server: &crate::client::ServerAddress,
+    operation: RackOperation,
+    args: &RackOperationArgs,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let response = match operation {
+        RackOperation::AcPowerCycle => return run_ac_power_cycle(server, args, output).await,
+        RackOperation::BringUp => {
+            let request = args.bring_up_request()?;
+            let mut flow = client::connect(server).await?;
+            flow.bring_up_rack(request).await.context("bring up")?
+        }
+        RackOperation::Ingest => {
+            let request = args.ingest_request()?;
+            let mut flow = client::connect(server).await?;
+            flow.ingest_rack(request).await.context("ingest")?
+        }
+        RackOperation::Decommission => {
+            let request = args.decommission_request()?;
+            let mut flow = client::connect(server).await?;
+            flow.decommission_rack(request)
+                .await
+                .context("decommission")?
+        }
+    };
+    print_task_ids(response.into_inner(), output)
 }
 
 /// `rackflow rack ac-power-cycle`: one power_control/cold_reset task per

@@ -209,6 +209,63 @@ fn rack_ac_power_cycle_takes_the_task_flags() {
 }
 
 #[test]
+fn rack_lifecycle_commands_build_their_requests() {
+    let args = |argv: &[&str]| match command(argv) {
+        Command::Rack(
+            RackCommand::BringUp(a) | RackCommand::Ingest(a) | RackCommand::Decommission(a),
+        ) => a,
+        other => panic!("unexpected {other:?}"),
+    };
+    let up = args(&[
+        "rack",
+        "bring-up",
+        "--nvl-domain",
+        "nvl-a",
+        "--override-readiness-check",
+    ])
+    .bring_up_request()
+    .unwrap();
+    assert!(up.override_readiness_check);
+    assert!(matches!(
+        up.target_spec.and_then(|t| t.targets),
+        Some(v1::operation_target_spec::Targets::NvlDomains(_))
+    ));
+    let queued = args(&["rack", "bring-up", "--racks", "a", "--queue"]).bring_up_request();
+    assert!(
+        queued
+            .unwrap_err()
+            .to_string()
+            .contains("--queue does not apply to bring-up"),
+    );
+    let ingest = args(&[
+        "rack",
+        "ingest",
+        "--racks",
+        "a",
+        "--component-types",
+        "compute",
+    ])
+    .ingest_request()
+    .unwrap();
+    assert_eq!(rack_targets(&ingest.target_spec)[0].component_types, [1]);
+    let retire = args(&["rack", "decommission", "--racks", "a", "--queue"])
+        .decommission_request()
+        .unwrap();
+    assert!(retire.queue_options.is_some());
+    assert!(
+        args(&[
+            "rack",
+            "decommission",
+            "--racks",
+            "a",
+            "--override-readiness-check"
+        ])
+        .decommission_request()
+        .is_err()
+    );
+}
+
+#[test]
 fn power_off_and_reset_map_force_to_forced() {
     let PowerRequest::Off(off) = power(&["power", "off", "--racks", "rack-a01"]).unwrap() else {
         panic!("off")

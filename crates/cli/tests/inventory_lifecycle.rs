@@ -252,6 +252,17 @@ fn domain_views_and_domain_targets() {
     assert_eq!(mixed.code, Some(1));
     assert!(mixed.stderr.contains("cannot be"), "{}", mixed.stderr);
 
+    // Ingest and decommission of a rack without components: refused.
+    for verb in ["ingest", "decommission"] {
+        let submitted = rackflow(s, &["rack", verb, "--rack-external-ids", "r-0099"]);
+        assert_eq!(submitted.code, Some(1), "{verb}: {}", submitted.stdout);
+        assert!(
+            submitted.stderr.starts_with("error: "),
+            "{}",
+            submitted.stderr
+        );
+    }
+
     // An AC power cycle of rack 3: a cold_reset task.
     let cycled = rackflow(
         s,

@@ -215,6 +215,52 @@ fn power_on_a_generated_fleet() {
 }
 
 #[test]
+fn ingest_then_decommission_a_rack() {
+    let server = Server::start_with(|config| config.sim.decommission_ms = 50);
+    let s = Some(server.addr);
+    import_fleet(s, 1);
+    let ingest = rackflow(s, &["rack", "ingest", "--rack-external-ids", "r-0001"]).ok();
+    let id = ingest.stdout.trim().to_string();
+    let task = wait_status(&server, &id, "completed");
+    assert_eq!(task["operation"], "bring_up/ingest", "{task}");
+    // Retired: compute, switches, shelves in turn (the order and the
+    // power-off are checked in the server's lifecycle test).
+    let retire = rackflow(
+        s,
+        &[
+            "rack",
+            "decommission",
+            "--rack-external-ids",
+            "r-0001",
+            "-o",
+            "json",
+        ],
+    )
+    .ok()
+    .json();
+    let id = retire["task_ids"][0].as_str().unwrap().to_string();
+    let task = wait_status(&server, &id, "completed");
+    assert_eq!(task["operation"], "decommission/decommission", "{task}");
+    // Bring-up takes no queue options: --queue is refused before any call.
+    let queued = rackflow(
+        s,
+        &[
+            "rack",
+            "bring-up",
+            "--rack-external-ids",
+            "r-0001",
+            "--queue",
+        ],
+    );
+    assert_eq!(queued.code, Some(1));
+    assert!(
+        queued.stderr.contains("--queue does not apply"),
+        "{}",
+        queued.stderr
+    );
+}
+
+#[test]
 fn task_watch_follows_a_task_to_completion() {
     let server = Server::start();
     let s = Some(server.addr);
