@@ -22,6 +22,7 @@ both_stores!(
     a_power_task_waits_for_in_service_components_until_they_are_drained,
     the_gate_times_out_naming_the_components_and_override_skips_it,
     operational_states_are_validated_and_shown_with_the_reference_status,
+    bring_up_is_held_by_in_service_components_like_power,
 );
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -291,4 +292,45 @@ async fn operational_states_are_validated_and_shown_with_the_reference_status(ba
     // Nothing was written by the refused patches.
     let after = named(&mut s, "r-0001-compute-00").await;
     assert_eq!(after.operational_state, 0);
+}
+
+/// Issue 33 item 4: bring-up powers trays, so the gate holds it as it holds
+/// a power task: an in-service shelf stops it at its first stage, naming
+/// the shelf, before anything is powered.
+async fn bring_up_is_held_by_in_service_components_like_power(backend: Backend) {
+    let Some(mut s) = TestServer::start_with(backend, config(1)).await else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 1).await;
+    set_state(
+        &mut s,
+        "r-0001-powershelf-00",
+        pb::OperationalState::InService,
+        None,
+    )
+    .await
+    .expect("mark in service");
+    let ids = s
+        .client
+        .bring_up_rack(pb::BringUpRackRequest {
+            target_spec: Some(whole_rack(1)),
+            ..Default::default()
+        })
+        .await
+        .expect("bring up")
+        .into_inner()
+        .task_ids;
+    let id = ids[0].id.parse().expect("task id");
+    let t = s
+        .wait_task(id, "finished", DEADLINE, |t| t.finished_at.is_some())
+        .await;
+    assert_eq!(t.status, pb::TaskStatus::Failed as i32, "{t:#?}");
+    assert!(
+        t.message.contains(
+            "readiness check timed out after 1s: 1 component is not ready for power control: \
+             r-0001-powershelf-00"
+        ),
+        "{}",
+        t.message
+    );
 }
