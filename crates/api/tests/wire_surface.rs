@@ -420,6 +420,10 @@ const OUR_FIELDS_IN_REFERENCE_MESSAGES: &[(&str, &str, i32)] = &[
     ("Component", "operational_reason", 1003),
     ("PatchComponentRequest", "operational_state", 1000),
     ("PatchComponentRequest", "operational_reason", 1001),
+    ("Rack", "lifecycle_status", 1000),
+    ("Rack", "ingested_at", 1001),
+    ("Rack", "decommissioned_at", 1002),
+    ("GetListOfRacksRequest", "lifecycle_statuses", 1000),
     ("UpgradeFirmwareRequest", "firmware_bundle", 1000),
     (
         "UpgradeFirmwareRequest",

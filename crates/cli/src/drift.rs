@@ -345,6 +345,9 @@ mod tests {
             nvl_domain_ids: Vec::new(),
             nvl_domain_external_ids: Vec::new(),
             operation_status: String::new(),
+            lifecycle_status: String::new(),
+            ingested_at: None,
+            decommissioned_at: None,
             task_stats: TaskStatsView::default(),
             components: Some(components),
         }

@@ -202,6 +202,9 @@ pub enum RackCommand {
         /// Racks to skip.
         #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
         offset: Option<i32>,
+        /// Only racks in these lifecycle statuses (comma-separated or repeated).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        status: Vec<rack::LifecycleArg>,
     },
     /// Show one rack.
     Get {
@@ -415,7 +418,8 @@ async fn run_command(
             with_components,
             limit,
             offset,
-        }) => rack::run_list(server, with_components, limit, offset, output).await,
+            status,
+        }) => rack::run_list(server, with_components, limit, offset, &status, output).await,
         Command::Rack(RackCommand::Get {
             id,
             with_components,

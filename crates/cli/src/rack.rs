@@ -27,6 +27,10 @@ pub struct RackView {
     pub nvl_domain_external_ids: Vec<String>,
     /// Aggregated component phase (`ready`, `in_use`, `unknown`, …).
     pub operation_status: String,
+    /// `new`, `ingesting`, `ingested` or `decommissioned`.
+    pub lifecycle_status: String,
+    pub ingested_at: Option<String>,
+    pub decommissioned_at: Option<String>,
     pub task_stats: TaskStatsView,
     /// Only with `--with-components`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -103,6 +107,15 @@ pub fn operational_state_name(value: i32) -> String {
     }
 }
 
+/// `new`, `ingesting`, `ingested`, `decommissioned` of a wire
+/// `RackLifecycleStatus` ("unknown" for a server that does not send it).
+pub fn lifecycle_name(value: i32) -> String {
+    match v1::RackLifecycleStatus::try_from(value) {
+        Ok(v1::RackLifecycleStatus::Unspecified) | Err(_) => "unknown".to_string(),
+        Ok(status) => enum_name(status.as_str_name(), "RACK_LIFECYCLE_STATUS_"),
+    }
+}
+
 /// `ready`, `in_use`, `unknown`, … of a wire `Phase`.
 pub fn phase_name(value: i32) -> String {
     v1::Phase::try_from(value)
@@ -136,6 +149,9 @@ impl RackView {
             nvl_domain_ids: rack.nvl_domain_ids.iter().map(|u| u.id.clone()).collect(),
             nvl_domain_external_ids: rack.nvl_domain_external_ids.clone(),
             operation_status: phase_name(rack.operation_status),
+            lifecycle_status: lifecycle_name(rack.lifecycle_status),
+            ingested_at: crate::output::timestamp(rack.ingested_at.as_ref()),
+            decommissioned_at: crate::output::timestamp(rack.decommissioned_at.as_ref()),
             task_stats: TaskStatsView {
                 waiting: stats.waiting_task_count,
                 pending: stats.pending_task_count,
@@ -230,6 +246,26 @@ impl ComponentView {
     }
 }
 
+/// A lifecycle status on the command line (`rack list --status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LifecycleArg {
+    New,
+    Ingesting,
+    Ingested,
+    Decommissioned,
+}
+
+impl LifecycleArg {
+    fn to_wire(self) -> i32 {
+        (match self {
+            LifecycleArg::New => v1::RackLifecycleStatus::New,
+            LifecycleArg::Ingesting => v1::RackLifecycleStatus::Ingesting,
+            LifecycleArg::Ingested => v1::RackLifecycleStatus::Ingested,
+            LifecycleArg::Decommissioned => v1::RackLifecycleStatus::Decommissioned,
+        }) as i32
+    }
+}
+
 /// JSON of `rack list`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RackListView {
@@ -243,6 +279,7 @@ pub async fn run_list(
     with_components: bool,
     limit: Option<i32>,
     offset: Option<i32>,
+    status: &[LifecycleArg],
     output: OutputFormat,
 ) -> anyhow::Result<()> {
     let mut flow = client::connect(server).await?;
@@ -254,6 +291,7 @@ pub async fn run_list(
         .get_list_of_racks(v1::GetListOfRacksRequest {
             with_components,
             pagination,
+            lifecycle_statuses: status.iter().map(|s| s.to_wire()).collect(),
             ..Default::default()
         })
         .await
@@ -385,6 +423,18 @@ fn print_rack(rack: &RackView) {
         .add("Position", or_dash(&rack.location.position))
         .add("NVLink domain", rack.nvl_domain_text())
         .add("Status", &rack.operation_status)
+        .add(
+            "Lifecycle",
+            match (&rack.ingested_at, &rack.decommissioned_at) {
+                (_, Some(at)) if rack.lifecycle_status == "decommissioned" => {
+                    format!("decommissioned {at}")
+                }
+                (Some(at), _) if rack.lifecycle_status == "ingested" => {
+                    format!("ingested {at}")
+                }
+                _ => rack.lifecycle_status.clone(),
+            },
+        )
         .add(
             "Tasks",
             format!(

@@ -241,6 +241,29 @@ fn ingest_then_decommission_a_rack() {
     let id = retire["task_ids"][0].as_str().unwrap().to_string();
     let task = wait_status(&server, &id, "completed");
     assert_eq!(task["operation"], "decommission/decommission", "{task}");
+    let rack = rackflow(s, &["rack", "get", "r-0001", "-o", "json"])
+        .ok()
+        .json();
+    assert_eq!(rack["lifecycle_status"], "decommissioned", "{rack}");
+    assert!(rack["ingested_at"].is_string(), "{rack}");
+    let table = rackflow(s, &["rack", "get", "r-0001"]).ok();
+    assert!(table.stdout.contains("decommissioned"), "{}", table.stdout);
+    let listed = rackflow(
+        s,
+        &["rack", "list", "--status", "decommissioned", "-o", "json"],
+    )
+    .ok()
+    .json();
+    assert_eq!(listed["total"], 1, "{listed}");
+    let refused = rackflow(s, &["power", "on", "--rack-external-ids", "r-0001"]);
+    assert_eq!(refused.code, Some(1));
+    assert!(
+        refused
+            .stderr
+            .contains("only IngestRack may target a decommissioned rack"),
+        "{}",
+        refused.stderr
+    );
     // Bring-up takes no queue options: --queue is refused before any call.
     let queued = rackflow(
         s,

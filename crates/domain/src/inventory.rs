@@ -32,9 +32,85 @@ pub struct Rack {
     /// The rack's id in the external inventory (e.g. `r-0003`); unique when set.
     pub external_id: Option<String>,
     pub nvl_domain_id: Option<Uuid>,
+    /// Where the rack is in its life (set by ingest and decommission tasks).
+    pub lifecycle: RackLifecycle,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub deleted_at: Option<DateTime<Utc>>,
+}
+
+named_enum!(
+    /// A rack's lifecycle status (flow-core §2.2 `rack.status`, with
+    /// rackflow's `decommissioned`). Numbers are the wire
+    /// `RackLifecycleStatus` values.
+    LifecycleStatus {
+        /// Imported, never ingested.
+        New = 1 => "new",
+        /// An ingest task is queued or running.
+        Ingesting = 2 => "ingesting",
+        /// Registered with its managers by a completed ingest.
+        Ingested = 3 => "ingested",
+        /// Retired by a completed decommission: only an ingest may target
+        /// it.
+        Decommissioned = 4 => "decommissioned",
+    }
+);
+
+/// A rack's lifecycle status and when it last reached the milestones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RackLifecycle {
+    pub status: LifecycleStatus,
+    pub ingested_at: Option<DateTime<Utc>>,
+    pub decommissioned_at: Option<DateTime<Utc>>,
+}
+
+/// How a task moves its rack's lifecycle: the one rule, applied by the
+/// store in the transaction that writes the task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LifecycleChange {
+    /// An ingest was accepted (queued or started): `ingesting`.
+    IngestStarted,
+    /// An ingest completed: `ingested`, stamped.
+    Ingested,
+    /// An ingest failed, was cancelled or expired: back to what the rack
+    /// was before it (`decommissioned` or `ingested` when it last was, else
+    /// `new`).
+    IngestAbandoned,
+    /// A decommission completed: `decommissioned`, stamped.
+    Decommissioned,
+}
+
+impl LifecycleChange {
+    /// What a task of `task_type`/`code` entering `status` does to its
+    /// rack (`None`: nothing).
+    pub fn of(
+        task_type: crate::task::TaskType,
+        code: &str,
+        status: crate::task::TaskStatus,
+    ) -> Option<LifecycleChange> {
+        use crate::task::{TaskStatus as S, TaskType as T};
+        match (task_type, code, status) {
+            (T::BringUp, "ingest", S::Waiting | S::Pending | S::Running) => {
+                Some(LifecycleChange::IngestStarted)
+            }
+            (T::BringUp, "ingest", S::Completed) => Some(LifecycleChange::Ingested),
+            (T::BringUp, "ingest", S::Failed | S::Terminated) => {
+                Some(LifecycleChange::IngestAbandoned)
+            }
+            (T::Decommission, _, S::Completed) => Some(LifecycleChange::Decommissioned),
+            _ => None,
+        }
+    }
+}
+
+impl Default for RackLifecycle {
+    fn default() -> Self {
+        RackLifecycle {
+            status: LifecycleStatus::New,
+            ingested_at: None,
+            decommissioned_at: None,
+        }
+    }
 }
 
 impl Rack {
@@ -592,6 +668,7 @@ mod tests {
             location: Location::default(),
             external_id: ext.map(str::to_string),
             nvl_domain_id: d.map(Uuid::from_u128),
+            lifecycle: Default::default(),
             created_at: now,
             updated_at: now,
             deleted_at: None,
@@ -628,5 +705,37 @@ mod tests {
         assert_eq!(of(1).operation_status, Phase::Ready);
         assert_eq!(of(2).operation_status, Phase::InUse);
         assert_eq!(of(3).operation_status, Phase::Unknown, "no components");
+    }
+
+    #[test]
+    fn lifecycle_changes_follow_ingest_and_decommission_tasks() {
+        use crate::task::{TaskStatus as S, TaskType as T};
+        use LifecycleChange as C;
+        for status in [S::Waiting, S::Pending, S::Running] {
+            assert_eq!(C::of(T::BringUp, "ingest", status), Some(C::IngestStarted));
+        }
+        assert_eq!(C::of(T::BringUp, "ingest", S::Completed), Some(C::Ingested));
+        for status in [S::Failed, S::Terminated] {
+            assert_eq!(
+                C::of(T::BringUp, "ingest", status),
+                Some(C::IngestAbandoned)
+            );
+        }
+        assert_eq!(
+            C::of(T::Decommission, "decommission", S::Completed),
+            Some(C::Decommissioned)
+        );
+        for status in [S::Running, S::Failed, S::Terminated] {
+            assert_eq!(C::of(T::Decommission, "decommission", status), None);
+        }
+        for (ty, code) in [
+            (T::BringUp, "bring_up"),
+            (T::PowerControl, "power_on"),
+            (T::FirmwareControl, "upgrade"),
+        ] {
+            for status in S::ALL {
+                assert_eq!(C::of(ty, code, *status), None, "{ty}/{code} {status}");
+            }
+        }
     }
 }

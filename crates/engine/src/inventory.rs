@@ -980,6 +980,7 @@ mod patch_report_tests {
             location: Default::default(),
             external_id: None,
             nvl_domain_id: None,
+            lifecycle: Default::default(),
             created_at: chrono::Utc::now(),
             updated_at: chrono::Utc::now(),
             deleted_at: None,

@@ -2,6 +2,7 @@
 //! hands it to the pure planner, persists a run with its targets in one
 //! transaction, and answers the run reads (get with stats, list, targets).
 
+use rackflow_domain::inventory::LifecycleStatus;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -254,7 +255,8 @@ impl RunManager {
         })
     }
 
-    /// Every non-deleted rack with at least one component passing `filter`.
+    /// Every non-deleted rack that is not decommissioned with at least one
+    /// component passing `filter`.
     async fn default_scope(
         &self,
         filter: Option<&ComponentFilter>,
@@ -266,7 +268,14 @@ impl RunManager {
             let (racks, total) = self
                 .store
                 .rack_list(
-                    &RackFilter::default(),
+                    &RackFilter {
+                        lifecycle: vec![
+                            LifecycleStatus::New,
+                            LifecycleStatus::Ingesting,
+                            LifecycleStatus::Ingested,
+                        ],
+                        ..RackFilter::default()
+                    },
                     Page {
                         offset,
                         limit: READ_PAGE,

@@ -71,6 +71,7 @@ async fn fixture() -> Fixture {
         },
         external_id: Some("r-0001".into()),
         nvl_domain_id: None,
+        lifecycle: Default::default(),
         created_at: now,
         updated_at: now,
         deleted_at: None,

@@ -18,6 +18,7 @@
 //!   running tells the execution to stop (the backstop of a cancel the
 //!   executor never received).
 
+use rackflow_domain::inventory::LifecycleChange;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -254,11 +255,19 @@ impl TaskManager {
             }
             TaskOutcome::Cancelled => (TaskStatus::Terminated, messages::CANCELLED.to_string()),
         };
+        // An ingest's or a decommission's outcome moves its rack too, in
+        // the same write: the task's kind decides.
+        let rack_lifecycle = self
+            .store
+            .task_get(task_id)
+            .await?
+            .and_then(|t| LifecycleChange::of(t.task_type, &t.information.code, status));
         let update = TaskUpdate {
             expected: vec![TaskStatus::Running],
             status: Some(status),
             message: Some(message.clone()),
             report: report.clone(),
+            rack_lifecycle,
             ..Default::default()
         };
         let task = match self.store.task_update(task_id, &update).await? {

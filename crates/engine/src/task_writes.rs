@@ -194,6 +194,7 @@ mod tests {
             },
             external_id: None,
             nvl_domain_id: None,
+            lifecycle: Default::default(),
             created_at: now,
             updated_at: now,
             deleted_at: None,

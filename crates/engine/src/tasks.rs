@@ -17,6 +17,7 @@
 //! renews; the `leases` submodule renews them, adopts tasks whose lease
 //! expired, and delivers cancels announced by other processes.
 
+use rackflow_domain::inventory::{LifecycleChange, LifecycleStatus, Rack};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -452,7 +453,9 @@ impl TaskManager {
     async fn submit_to_racks(self: &Arc<Self>, req: SubmitRequest) -> Result<Vec<Uuid>, TaskError> {
         let (explicit, racks, mut known_rack) = self.resolve_request(&req, None).await?;
         let rack_ids: Vec<Uuid> = racks.iter().map(|r| r.rack_id).collect();
-        self.check_one_version(&req, &rack_ids).await?;
+        let records = self.store.racks_get_many(&rack_ids).await?;
+        check_not_decommissioned(&req, &records)?;
+        check_one_version(&req, &records)?;
         let mut created = Vec::new();
         let mut first_error = None;
         for rack in racks {
@@ -480,30 +483,6 @@ impl TaskManager {
             (true, Some(e)) => Err(e),
             _ => Ok(created),
         }
-    }
-
-    /// Issue 31: a single `target_version` (no bundle, not
-    /// `same_version_for_all_models`) on racks of several models, or one
-    /// naming another model family, is refused before any task is written.
-    async fn check_one_version(
-        &self,
-        req: &SubmitRequest,
-        rack_ids: &[Uuid],
-    ) -> Result<(), TaskError> {
-        let Some(version) = req
-            .information
-            .firmware
-            .as_ref()
-            .and_then(rackflow_domain::run::FirmwarePayload::unchecked_single_version)
-        else {
-            return Ok(());
-        };
-        let racks = self.store.racks_get_many(rack_ids).await?;
-        rackflow_domain::bundle::check_one_version(
-            version,
-            racks.iter().map(|r| r.model.as_deref()),
-        )
-        .map_err(TaskError::Invalid)
     }
 
     async fn submit_rack(
@@ -600,6 +579,9 @@ impl TaskManager {
                     .await,
             ),
         };
+        if let Some(Some(record)) = &rack {
+            check_not_decommissioned(req, std::slice::from_ref(record))?;
+        }
         for (_, ids) in components.iter() {
             for id in ids {
                 let linked = rack_components
@@ -1115,6 +1097,7 @@ impl TaskManager {
             message: Some(message.clone()),
             report: last_report.clone(),
             expected_owner: Some(self.owner.clone()),
+            rack_lifecycle: LifecycleChange::of(task.task_type, &task.information.code, status),
             ..Default::default()
         };
         match self.record_outcome(task.id, &update).await {
@@ -1178,6 +1161,11 @@ impl TaskManager {
             ],
             status: Some(TaskStatus::Terminated),
             message: Some(messages::CANCELLED.into()),
+            rack_lifecycle: LifecycleChange::of(
+                task.task_type,
+                &task.information.code,
+                TaskStatus::Terminated,
+            ),
             ..Default::default()
         };
         let updated = self.store.task_update(id, &update).await?;
@@ -1586,4 +1574,42 @@ pub fn queue_policy(strategy: QueueStrategy, timeout_secs: i32) -> QueuePolicy {
             rackflow_domain::task::DEFAULT_QUEUE_TIMEOUT_SECS
         },
     }
+}
+
+/// Issue 33: a decommissioned rack takes no task but an ingest (which
+/// brings it back); the refusal names the racks and says how.
+fn check_not_decommissioned(req: &SubmitRequest, racks: &[Rack]) -> Result<(), TaskError> {
+    if req.task_type == TaskType::BringUp && req.information.code == "ingest" {
+        return Ok(());
+    }
+    let retired: Vec<String> = racks
+        .iter()
+        .filter(|r| r.lifecycle.status == LifecycleStatus::Decommissioned)
+        .map(|r| r.external_id.clone().unwrap_or_else(|| r.id.to_string()))
+        .collect();
+    if retired.is_empty() {
+        return Ok(());
+    }
+    Err(TaskError::Precondition(format!(
+        "rack{} {} {} decommissioned: only IngestRack may target a decommissioned rack",
+        if retired.len() == 1 { "" } else { "s" },
+        crate::manager::first_listed(&retired, ", ", ", and"),
+        if retired.len() == 1 { "is" } else { "are" },
+    )))
+}
+
+/// Issue 31: a single `target_version` (no bundle, not
+/// `same_version_for_all_models`) on racks of several models, or one naming
+/// another model family, is refused before any task is written.
+fn check_one_version(req: &SubmitRequest, racks: &[Rack]) -> Result<(), TaskError> {
+    let Some(version) = req
+        .information
+        .firmware
+        .as_ref()
+        .and_then(rackflow_domain::run::FirmwarePayload::unchecked_single_version)
+    else {
+        return Ok(());
+    };
+    rackflow_domain::bundle::check_one_version(version, racks.iter().map(|r| r.model.as_deref()))
+        .map_err(TaskError::Invalid)
 }

@@ -57,6 +57,19 @@ async fn start(backend: Backend) -> Option<(TestServer, SimAdminClient<Channel>)
     Some((server, sim))
 }
 
+async fn lifecycle(s: &mut TestServer, n: u32) -> pb::Rack {
+    s.client
+        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
+            id: Some(common::uuid(common::fixture_id(n))),
+            with_components: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rack
+        .unwrap()
+}
+
 fn one(ids: Vec<pb::Uuid>) -> Uuid {
     assert_eq!(ids.len(), 1, "{ids:?}");
     ids[0].id.parse().unwrap()
@@ -108,6 +121,12 @@ async fn ingest_and_decommission_run_their_built_in_rules(backend: Backend) {
     let Some((mut s, mut sim)) = start(backend).await else {
         return;
     };
+    let rack = lifecycle(&mut s, 1).await;
+    assert_eq!(
+        rack.lifecycle_status,
+        pb::RackLifecycleStatus::New as i32,
+        "imported as new"
+    );
     // Ingest: the compute trays and switches are registered, in one stage.
     let before = mark(&mut sim).await;
     let id = one(s
@@ -132,6 +151,12 @@ async fn ingest_and_decommission_run_their_built_in_rules(backend: Backend) {
         .collect();
     injected.sort();
     assert_eq!(injected, ["Compute", "NVSwitch"], "{calls:#?}");
+    let rack = lifecycle(&mut s, 1).await;
+    assert_eq!(
+        rack.lifecycle_status,
+        pb::RackLifecycleStatus::Ingested as i32
+    );
+    assert!(rack.ingested_at.is_some());
 
     // Decommission: compute, then switches, then shelves, each waited for.
     let before = mark(&mut sim).await;
@@ -171,6 +196,48 @@ async fn ingest_and_decommission_run_their_built_in_rules(backend: Backend) {
         .collect();
     assert_eq!(rack_1.len(), 4, "{states:#?}");
     assert!(rack_1.iter().all(|c| c.power_state == "Off"), "{rack_1:#?}");
+    let rack = lifecycle(&mut s, 1).await;
+    assert_eq!(
+        rack.lifecycle_status,
+        pb::RackLifecycleStatus::Decommissioned as i32
+    );
+    assert!(rack.decommissioned_at.is_some());
+    // A decommissioned rack takes no task but an ingest; listings filter.
+    let err = s
+        .client
+        .power_on_rack(pb::PowerOnRackRequest {
+            target_spec: Some(whole_rack(1)),
+            ..Default::default()
+        })
+        .await
+        .expect_err("decommissioned");
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(
+        err.message().contains(
+            "rack r-0001 is decommissioned: only IngestRack may target a decommissioned rack"
+        ),
+        "{err:?}"
+    );
+    let listed = s
+        .client
+        .get_list_of_racks(pb::GetListOfRacksRequest {
+            lifecycle_statuses: vec![pb::RackLifecycleStatus::Decommissioned as i32],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.total, 1);
+    assert_eq!(listed.racks[0].external_id, "r-0001");
+    let bad = s
+        .client
+        .get_list_of_racks(pb::GetListOfRacksRequest {
+            lifecycle_statuses: vec![0],
+            ..Default::default()
+        })
+        .await
+        .expect_err("unspecified");
+    assert_eq!(bad.code(), Code::InvalidArgument, "{bad:?}");
 
     // A decommission fault fails the task naming the component and stage.
     sim.set_faults(simpb::SetFaultsRequest {

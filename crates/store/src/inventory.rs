@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentType;
 use rackflow_domain::inventory::{
-    Bmc, BmcType, Component, NvlDomain, Observation, OperationalState, OperationalStatus, Position,
-    Rack, normalize_mac,
+    Bmc, BmcType, Component, LifecycleStatus, NvlDomain, Observation, OperationalState,
+    OperationalStatus, Position, Rack, RackLifecycle, normalize_mac,
 };
 use rackflow_domain::run::Page;
 use uuid::Uuid;
@@ -32,8 +32,14 @@ use crate::{
     RackPatch, StoreError, StoreResult, TextFilter,
 };
 
+/// The columns a new rack row is written with (its lifecycle starts at the
+/// columns' defaults: `new`).
+const RACK_INSERT_COLUMNS: &str = "id, name, manufacturer, serial_number, model, description, \
+     location, external_id, nvldomain_id, created_at, updated_at, deleted_at";
+
 const RACK_COLUMNS: &str = "id, name, manufacturer, serial_number, model, description, location, \
-     external_id, nvldomain_id, created_at, updated_at, deleted_at";
+     external_id, nvldomain_id, created_at, updated_at, deleted_at, status, ingested_at, \
+     decommissioned_at";
 
 /// The columns a new component row is written with (the observation
 /// times start NULL: an imported value is not an observed one).
@@ -95,6 +101,17 @@ fn rack_from_row(row: &impl RowReader) -> StoreResult<Rack> {
         location: row.json("location")?,
         external_id: row.opt_text("external_id")?,
         nvl_domain_id: row.opt_uuid("nvldomain_id")?,
+        lifecycle: RackLifecycle {
+            status: {
+                let text = row.text("status")?;
+                LifecycleStatus::parse(&text).ok_or_else(|| StoreError::Decode {
+                    what: "rack.status",
+                    detail: format!("unknown lifecycle status {text:?}"),
+                })?
+            },
+            ingested_at: row.opt_ts("ingested_at")?,
+            decommissioned_at: row.opt_ts("decommissioned_at")?,
+        },
         created_at: row.ts("created_at")?,
         updated_at: row.ts("updated_at")?,
         deleted_at: row.opt_ts("deleted_at")?,
@@ -227,7 +244,7 @@ pub(crate) async fn rack_create<B: Backend>(
     components: &[Component],
 ) -> StoreResult<()> {
     let now = now();
-    let mut insert = Sql::new(format!("INSERT INTO rack ({RACK_COLUMNS}) VALUES "));
+    let mut insert = Sql::new(format!("INSERT INTO rack ({RACK_INSERT_COLUMNS}) VALUES "));
     let row = rack_row(&mut insert, rack, now)?;
     insert.push(&row);
     let mut tx = backend.begin().await?;
@@ -385,7 +402,7 @@ fn component_row(
 async fn insert_racks<T: Txn>(tx: &mut T, racks: &[&(Rack, Vec<Component>)]) -> StoreResult<()> {
     let now = now();
     for chunk in racks.chunks(RACK_INSERT_CHUNK) {
-        let mut sql = Sql::new(format!("INSERT INTO rack ({RACK_COLUMNS}) VALUES "));
+        let mut sql = Sql::new(format!("INSERT INTO rack ({RACK_INSERT_COLUMNS}) VALUES "));
         for (i, (rack, _)) in chunk.iter().enumerate() {
             if i > 0 {
                 sql.push(", ");
@@ -597,6 +614,12 @@ pub(crate) async fn rack_list<B: Backend>(
     if let Some(domain) = filter.nvl_domain_id {
         let domain = cond.sql.bind(domain);
         cond.add(format!("nvldomain_id = {domain}"));
+    }
+    if !filter.lifecycle.is_empty() {
+        let list = cond
+            .sql
+            .bind_list(filter.lifecycle.iter().map(|s| s.as_str()));
+        cond.add(format!("status IN {list}"));
     }
     let total = fetch_count(backend, cond.count("rack")).await?;
     if total == 0 {

@@ -99,6 +99,8 @@ pub struct RackFilter {
     pub with_external_id_only: bool,
     /// Only racks of this NVLink domain.
     pub nvl_domain_id: Option<Uuid>,
+    /// Only racks in one of these lifecycle statuses (empty: any).
+    pub lifecycle: Vec<rackflow_domain::inventory::LifecycleStatus>,
     /// Include soft-deleted racks.
     pub include_deleted: bool,
     /// `None`: name, then id, ascending.
@@ -288,6 +290,9 @@ pub struct TaskUpdate {
     /// Applies only while this replica owns the task: an executor that lost
     /// its task to an adopter must not overwrite what the adopter writes.
     pub expected_owner: Option<String>,
+    /// Moves the task's rack in its lifecycle, in the same transaction, when
+    /// the update applies (an ingest or decommission task's outcome).
+    pub rack_lifecycle: Option<rackflow_domain::inventory::LifecycleChange>,
 }
 
 /// Filter of task listings. Set fields AND.

@@ -182,9 +182,12 @@ pub(crate) async fn task_submit<'d, B: Backend>(
 ) -> StoreResult<SubmitOutcome> {
     let mut tx = backend.begin().await?;
     match submit_in_tx::<B>(&mut tx, task, decide, target).await {
-        Ok(outcome @ SubmitOutcome::Inserted(_)) => {
+        Ok(SubmitOutcome::Inserted(stored)) => {
+            if let Some(change) = lifecycle_change(&stored) {
+                apply_lifecycle::<B>(&mut tx, stored.id, change).await?;
+            }
             tx.commit().await?;
-            Ok(outcome)
+            Ok(SubmitOutcome::Inserted(stored))
         }
         Ok(outcome) => {
             tx.rollback().await?;
@@ -396,7 +399,12 @@ pub(crate) async fn task_promote<'d, B: Backend>(
             sets.join(", ")
         ));
         match first_task(&tx.fetch_all(sql).await?)? {
-            Some(task) => updated.push(task),
+            Some(task) => {
+                if let Some(change) = lifecycle_change(&task) {
+                    apply_lifecycle::<B>(&mut tx, task.id, change).await?;
+                }
+                updated.push(task)
+            }
             None => {
                 tracing::debug!(task = %seen.id, "task changed status meanwhile; transition skipped")
             }
@@ -404,6 +412,15 @@ pub(crate) async fn task_promote<'d, B: Backend>(
     }
     tx.commit().await?;
     Ok(updated)
+}
+
+/// What a task's current status does to its rack's lifecycle.
+fn lifecycle_change(task: &Task) -> Option<rackflow_domain::inventory::LifecycleChange> {
+    rackflow_domain::inventory::LifecycleChange::of(
+        task.task_type,
+        &task.information.code,
+        task.status,
+    )
 }
 
 pub(crate) async fn racks_with_waiting_tasks<B: Backend>(backend: &B) -> StoreResult<Vec<Uuid>> {
@@ -422,10 +439,23 @@ pub(crate) async fn task_update<B: Backend>(
     id: Uuid,
     update: &TaskUpdate,
 ) -> StoreResult<Option<Task>> {
-    let rows = backend
-        .fetch_all(task_update_sql(id, update, true)?)
-        .await
-        .map_err(|e| task_update_error(e, update))?;
+    let sql = task_update_sql(id, update, true)?;
+    let rows = match update.rack_lifecycle {
+        None => backend.fetch_all(sql).await,
+        Some(change) => {
+            let mut tx = backend.begin().await?;
+            let rows = tx
+                .fetch_all(sql)
+                .await
+                .map_err(|e| task_update_error(e, update))?;
+            if !rows.is_empty() {
+                apply_lifecycle::<B>(&mut tx, id, change).await?;
+            }
+            tx.commit().await?;
+            Ok(rows)
+        }
+    }
+    .map_err(|e| task_update_error(e, update))?;
     first_task(&rows)
 }
 
@@ -434,11 +464,46 @@ pub(crate) async fn task_update_quiet<B: Backend>(
     id: Uuid,
     update: &TaskUpdate,
 ) -> StoreResult<bool> {
+    if update.rack_lifecycle.is_some() {
+        return Ok(task_update(backend, id, update).await?.is_some());
+    }
     let rows = backend
         .fetch_all(task_update_sql(id, update, false)?)
         .await
         .map_err(|e| task_update_error(e, update))?;
     Ok(!rows.is_empty())
+}
+
+/// Moves the rack of task `task_id` in its lifecycle (see
+/// [`rackflow_domain::inventory::LifecycleChange`]), inside the caller's
+/// transaction.
+pub(crate) async fn apply_lifecycle<B: Backend>(
+    tx: &mut B::Tx,
+    task_id: Uuid,
+    change: rackflow_domain::inventory::LifecycleChange,
+) -> StoreResult<()> {
+    use rackflow_domain::inventory::LifecycleChange as C;
+    let now = now();
+    let mut sql = Sql::default();
+    let at = sql.bind(now);
+    let sets = match change {
+        C::IngestStarted => "status = 'ingesting'".to_string(),
+        C::Ingested => format!("status = 'ingested', ingested_at = {at}, decommissioned_at = NULL"),
+        // Back to the last milestone: a completed ingest clears the
+        // decommission stamp, so a set one is the later of the two.
+        C::IngestAbandoned => "status = CASE WHEN status <> 'ingesting' THEN status \
+             WHEN decommissioned_at IS NOT NULL THEN 'decommissioned' \
+             WHEN ingested_at IS NOT NULL THEN 'ingested' ELSE 'new' END"
+            .to_string(),
+        C::Decommissioned => format!("status = 'decommissioned', decommissioned_at = {at}"),
+    };
+    let task = sql.bind(task_id);
+    sql.push(&format!(
+        "UPDATE rack SET {sets}, updated_at = {at} \
+         WHERE id = (SELECT rack_id FROM task WHERE id = {task})"
+    ));
+    tx.execute(sql).await?;
+    Ok(())
 }
 
 pub(crate) async fn task_updates_quiet<B: Backend>(
@@ -455,6 +520,9 @@ pub(crate) async fn task_updates_quiet<B: Backend>(
             .fetch_all(task_update_sql(*id, update, false)?)
             .await
             .map_err(|e| task_update_error(e, update))?;
+        if let (false, Some(change)) = (rows.is_empty(), update.rack_lifecycle) {
+            apply_lifecycle::<B>(&mut tx, *id, change).await?;
+        }
         written.push(!rows.is_empty());
     }
     tx.commit().await?;

@@ -188,6 +188,7 @@ both_dialects!(
     rack_list_text_filters_and_order,
     component_delete_and_purge,
     nvl_domains_create_lookup_list_and_membership,
+    rack_lifecycle_moves_with_its_ingest_and_decommission_tasks,
     rack_create_conflicts_write_nothing,
     racks_import_creates_the_new_and_finds_the_known,
     racks_import_names_the_rack_that_breaks_a_batch,
@@ -251,6 +252,7 @@ fn rack(n: u128, name: &str, external_id: Option<&str>) -> Rack {
         },
         external_id: external_id.map(str::to_string),
         nvl_domain_id: Some(id(0xD0_0000 + n)),
+        lifecycle: Default::default(),
         created_at: epoch(),
         updated_at: epoch(),
         deleted_at: None,
@@ -1129,6 +1131,166 @@ fn nvl_domain(n: u128, name: Option<&str>, external_id: Option<&str>) -> NvlDoma
         updated_at: epoch(),
         deleted_at: None,
     }
+}
+
+/// Issue 33: an ingest or decommission task moves its rack in the
+/// transaction that writes the task — accepted ingest: ingesting; completed:
+/// ingested (stamped); abandoned: back; completed decommission:
+/// decommissioned (stamped); a later ingest brings it back. Listings filter
+/// by status.
+async fn rack_lifecycle_moves_with_its_ingest_and_decommission_tasks(db: &Db) {
+    use rackflow_domain::inventory::{LifecycleChange, LifecycleStatus as L};
+    let store = db.store();
+    let r = rack(1, "rack-1", None);
+    store.rack_create(&r, &[]).await.unwrap();
+    store
+        .rack_create(&rack(2, "rack-2", None), &[])
+        .await
+        .unwrap();
+    let status = |id| async move { store.rack_get(id, false).await.unwrap().unwrap().lifecycle };
+    assert_eq!(status(r.id).await.status, L::New, "imported as new");
+
+    let ingest = |n: u128, code: &str, ty: TaskType| Task {
+        task_type: ty,
+        information: TaskInformation {
+            code: code.into(),
+            override_readiness_check: false,
+            firmware: None,
+        },
+        ..task(n, r.id)
+    };
+    let first = submit(
+        store,
+        ingest(0x1_0001, "ingest", TaskType::BringUp),
+        TaskStatus::Running,
+    )
+    .await;
+    assert_eq!(status(r.id).await.status, L::Ingesting);
+    // A failed ingest of a never-ingested rack: new again.
+    let end = |status: TaskStatus, change| TaskUpdate {
+        expected: vec![TaskStatus::Running],
+        status: Some(status),
+        rack_lifecycle: change,
+        ..Default::default()
+    };
+    let failed = TaskStatus::Failed;
+    store
+        .task_update(
+            first.id,
+            &end(
+                failed,
+                LifecycleChange::of(TaskType::BringUp, "ingest", failed),
+            ),
+        )
+        .await
+        .unwrap()
+        .expect("updated");
+    assert_eq!(status(r.id).await.status, L::New);
+
+    let second = submit(
+        store,
+        ingest(0x1_0002, "ingest", TaskType::BringUp),
+        TaskStatus::Running,
+    )
+    .await;
+    let done = TaskStatus::Completed;
+    assert!(
+        store
+            .task_update_quiet(
+                second.id,
+                &end(done, LifecycleChange::of(TaskType::BringUp, "ingest", done)),
+            )
+            .await
+            .unwrap()
+    );
+    let now = status(r.id).await;
+    assert_eq!(now.status, L::Ingested);
+    assert!(now.ingested_at.is_some());
+    // An update that does not apply (the task is no longer running) moves
+    // nothing.
+    store
+        .task_update(
+            second.id,
+            &end(failed, Some(LifecycleChange::IngestAbandoned)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status(r.id).await.status, L::Ingested);
+
+    let retire = submit(
+        store,
+        ingest(0x1_0003, "decommission", TaskType::Decommission),
+        TaskStatus::Running,
+    )
+    .await;
+    assert_eq!(status(r.id).await.status, L::Ingested, "running: unchanged");
+    store
+        .task_updates_quiet(&[(
+            retire.id,
+            end(
+                done,
+                LifecycleChange::of(TaskType::Decommission, "decommission", done),
+            ),
+        )])
+        .await
+        .unwrap();
+    let now = status(r.id).await;
+    assert_eq!(now.status, L::Decommissioned);
+    assert!(now.decommissioned_at.is_some());
+    let listed = |lifecycle: Vec<L>| async move {
+        let (racks, total) = store
+            .rack_list(
+                &RackFilter {
+                    lifecycle,
+                    ..Default::default()
+                },
+                all(),
+            )
+            .await
+            .unwrap();
+        (rack_names(&racks), total)
+    };
+    assert_eq!(
+        listed(vec![L::Decommissioned]).await,
+        (vec!["rack-1".to_string()], 1)
+    );
+    assert_eq!(
+        listed(vec![L::New, L::Ingested]).await,
+        (vec!["rack-2".to_string()], 1)
+    );
+
+    // A re-ingest that is abandoned leaves it decommissioned; one that
+    // completes brings it back.
+    let again = submit(
+        store,
+        ingest(0x1_0004, "ingest", TaskType::BringUp),
+        TaskStatus::Running,
+    )
+    .await;
+    assert_eq!(status(r.id).await.status, L::Ingesting);
+    store
+        .task_update(
+            again.id,
+            &end(
+                TaskStatus::Terminated,
+                Some(LifecycleChange::IngestAbandoned),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status(r.id).await.status, L::Decommissioned);
+    let back = submit(
+        store,
+        ingest(0x1_0005, "ingest", TaskType::BringUp),
+        TaskStatus::Running,
+    )
+    .await;
+    store
+        .task_update(back.id, &end(done, Some(LifecycleChange::Ingested)))
+        .await
+        .unwrap();
+    let now = status(r.id).await;
+    assert_eq!((now.status, now.decommissioned_at), (L::Ingested, None));
 }
 
 async fn nvl_domains_create_lookup_list_and_membership(db: &Db) {
@@ -4376,6 +4538,7 @@ async fn task_update_is_conditional_and_stamps(db: &Db) {
         queue_expires_at: None,
         lease: None,
         expected_owner: None,
+        rack_lifecycle: None,
     };
     let running = store
         .task_update(pending.id, &start)

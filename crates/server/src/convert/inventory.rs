@@ -4,8 +4,8 @@ use chrono::Utc;
 use rackflow_api::v1 as pb;
 use rackflow_domain::ComponentType;
 use rackflow_domain::inventory::{
-    Bmc, BmcType, Component, Location, NvlDomain, OperationalState, OperationalStatus, Phase,
-    Position, Rack, RackLabels, normalize_mac,
+    Bmc, BmcType, Component, LifecycleStatus, Location, NvlDomain, OperationalState,
+    OperationalStatus, Phase, Position, Rack, RackLabels, normalize_mac,
 };
 use rackflow_engine::inventory::{ComponentQuery, NvlinkDomainView, RackRef};
 use rackflow_engine::store::{
@@ -246,6 +246,7 @@ pub fn new_rack(rack: Option<&pb::Rack>) -> Checked<(Rack, Vec<Component>)> {
         },
         external_id: non_empty(&rack.external_id),
         nvl_domain_id: None,
+        lifecycle: Default::default(),
         created_at: now,
         updated_at: now,
         deleted_at: None,
@@ -413,8 +414,29 @@ pub fn pb_rack(r: &Rack, components: &[Component], labels: &RackLabels) -> pb::R
         operation_status: labels
             .of(Some(r.id))
             .map_or(Phase::Unknown, |l| l.operation_status) as i32,
+        lifecycle_status: r.lifecycle.status.to_wire(),
+        ingested_at: r.lifecycle.ingested_at.map(super::timestamp),
+        decommissioned_at: r.lifecycle.decommissioned_at.map(super::timestamp),
         ..Default::default()
     }
+}
+
+/// `GetListOfRacksRequest.lifecycle_statuses`: known statuses, repeats
+/// dropped; UNSPECIFIED and unknown numbers are refused by index.
+pub fn lifecycle_statuses(values: &[i32]) -> Checked<Vec<LifecycleStatus>> {
+    let mut out = Vec::with_capacity(values.len());
+    for (i, v) in values.iter().enumerate() {
+        let Some(status) = LifecycleStatus::from_wire(*v) else {
+            return invalid(format!(
+                "lifecycle_statuses[{i}]: {v} is not a lifecycle status (new, ingesting, \
+                 ingested or decommissioned)"
+            ));
+        };
+        if !out.contains(&status) {
+            out.push(status);
+        }
+    }
+    Ok(out)
 }
 
 /// Rack listing filters (`Filter` with a rack field; patterns are exact values).

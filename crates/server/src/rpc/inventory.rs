@@ -176,11 +176,12 @@ pub(crate) async fn get_list_of_racks(
     inventory: &InventoryManager,
     req: pb::GetListOfRacksRequest,
 ) -> ApiResult<pb::GetListOfRacksResponse> {
-    let filter = convert::rack_filter(
+    let mut filter = convert::rack_filter(
         &req.filters,
         req.with_external_id_only,
         req.order_by.as_ref(),
     )?;
+    filter.lifecycle = convert::lifecycle_statuses(&req.lifecycle_statuses)?;
     let page = convert::page(req.pagination.as_ref())?;
     let (racks, total) = inventory.racks(&filter, page, req.with_components).await?;
     let labels = inventory
