@@ -2,12 +2,12 @@
 //! hands it to the pure planner, persists a run with its targets in one
 //! transaction, and answers the run reads (get with stats, list, targets).
 
-use rackflow_domain::inventory::LifecycleStatus;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::Utc;
 use rackflow_domain::ComponentsByType;
+use rackflow_domain::inventory::LifecycleStatus;
 use rackflow_domain::inventory::{Component, Rack};
 use rackflow_domain::planner::{self, CandidateEntry, Plan, PlanError};
 use rackflow_domain::run::{

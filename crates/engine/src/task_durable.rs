@@ -18,11 +18,11 @@
 //!   running tells the execution to stop (the backstop of a cancel the
 //!   executor never received).
 
-use rackflow_domain::inventory::LifecycleChange;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use rackflow_domain::inventory::LifecycleChange;
 use rackflow_domain::report::Report;
 use rackflow_domain::task::{Task, TaskStatus, messages, status_message};
 use rackflow_store::TaskUpdate;

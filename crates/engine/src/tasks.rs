@@ -17,7 +17,6 @@
 //! renews; the `leases` submodule renews them, adopts tasks whose lease
 //! expired, and delivers cancels announced by other processes.
 
-use rackflow_domain::inventory::{LifecycleChange, LifecycleStatus, Rack};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +25,7 @@ use chrono::Utc;
 use parking_lot::Mutex;
 use rackflow_domain::conflict::{self, Promotion, PromotionInput, Submission, TaskShape};
 use rackflow_domain::dispatch;
+use rackflow_domain::inventory::{LifecycleChange, LifecycleStatus, Rack};
 use rackflow_domain::planner;
 use rackflow_domain::report::Report;
 use rackflow_domain::rule::{self, OperationRule};

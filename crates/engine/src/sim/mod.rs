@@ -381,6 +381,24 @@ impl SimFleet {
     fn call_ms(&self) -> u64 {
         self.config.power_ms / 10
     }
+
+    /// Wakes each rack's waiters when something on it ends by itself (an
+    /// update or a decommission: its state is computed when read, so
+    /// nothing else would tell them).
+    fn wake_at(&self, mut ends: Vec<(Instant, String)>) {
+        ends.sort_unstable();
+        ends.dedup();
+        if ends.is_empty() {
+            return;
+        }
+        let changes = Arc::clone(&self.changes);
+        tokio::spawn(async move {
+            for (end, rack) in ends {
+                tokio::time::sleep_until(end).await;
+                changes.changed(&rack);
+            }
+        });
+    }
 }
 
 impl Inner {
@@ -474,21 +492,10 @@ impl PowerControl for SimFleet {
                 }
             }
         }
-        let mut racks: Vec<&str> = components.iter().map(|c| c.rack.as_str()).collect();
-        racks.sort_unstable();
-        racks.dedup();
-        for rack in racks {
+        for rack in racks_of(components) {
             self.changes.changed(rack);
         }
-        if plan.failed.is_empty() {
-            Ok(())
-        } else {
-            Err(ManagerError::CallFailed {
-                call: op.as_str().to_string(),
-                components: plan.failed,
-                message: "simulated power fault".to_string(),
-            })
-        }
+        failed_call(op.as_str(), plan.failed, "simulated power fault")
     }
 }
 
@@ -602,17 +609,7 @@ impl FirmwareControl for SimFleet {
             }
         }
         drop(inner);
-        ends.sort_unstable();
-        ends.dedup();
-        if !ends.is_empty() {
-            let changes = Arc::clone(&self.changes);
-            tokio::spawn(async move {
-                for (end, rack) in ends {
-                    tokio::time::sleep_until(end).await;
-                    changes.changed(&rack);
-                }
-            });
-        }
+        self.wake_at(ends);
         Ok(())
     }
 }
@@ -824,19 +821,7 @@ impl Decommissioner for SimFleet {
         for rack in racks_of(components) {
             self.changes.changed(rack);
         }
-        // Wake the waiters when each decommission ends (the state is
-        // computed when read; nothing else would tell them).
-        ends.sort_unstable();
-        ends.dedup();
-        if !ends.is_empty() {
-            let changes = Arc::clone(&self.changes);
-            tokio::spawn(async move {
-                for (end, rack) in ends {
-                    tokio::time::sleep_until(end).await;
-                    changes.changed(&rack);
-                }
-            });
-        }
+        self.wake_at(ends);
         Ok(())
     }
 }
