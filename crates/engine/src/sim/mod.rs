@@ -3,9 +3,10 @@
 //!
 //! This module owns [`SimFleet`] — per-component power state and firmware
 //! version, registered lazily on first touch — its latency model, its fault
-//! injection ([`SimFault`]) and its call log. The fleet implements all four
-//! capabilities for every component type; [`SimFleet::registry`] builds the
-//! matching [`ManagerRegistry`].
+//! injection ([`SimFault`]) and its call log. The fleet implements every
+//! capability (power, firmware, expectation injection, the firmware
+//! consistency check, decommission) for every component type;
+//! [`SimFleet::registry`] builds the matching [`ManagerRegistry`].
 //!
 //! Behaviour:
 //! * Latency: a power operation takes `power_ms`, a status read or a
@@ -121,8 +122,6 @@ struct SimComponent {
     power: PowerState,
     firmware_version: String,
     update: Option<Update>,
-    /// Registered as expected inventory (ingest).
-    ingested: bool,
     /// A decommission in progress or done.
     decommission: Option<Decommission>,
     /// Calls that touched this component: the jitter PRNG's counter.
@@ -382,6 +381,24 @@ impl SimFleet {
         self.config.power_ms / 10
     }
 
+    /// [`Self::plan`], then the call's simulated time; a call a `hang`
+    /// fault holds never returns (until dropped).
+    async fn simulate(
+        &self,
+        call: &str,
+        detail: String,
+        components: &[ComponentRef],
+        kind: Option<CallKind>,
+        base_ms: u64,
+    ) -> Plan {
+        let plan = self.plan(call, detail, components, kind, base_ms);
+        if plan.hang {
+            std::future::pending::<()>().await;
+        }
+        wait(plan.latency).await;
+        plan
+    }
+
     /// Wakes each rack's waiters when something on it ends by itself (an
     /// update or a decommission: its state is computed when read, so
     /// nothing else would tell them).
@@ -416,7 +433,6 @@ impl Inner {
                 firmware_version: seed_version
                     .unwrap_or_else(|| DEFAULT_FIRMWARE_VERSION.to_string()),
                 update: None,
-                ingested: false,
                 decommission: None,
                 calls: 0,
             });
@@ -470,17 +486,15 @@ impl PowerControl for SimFleet {
         if components.is_empty() {
             return Ok(());
         }
-        let plan = self.plan(
-            "power_control",
-            op.as_str().to_string(),
-            components,
-            Some(CallKind::Power),
-            self.config.power_ms,
-        );
-        if plan.hang {
-            std::future::pending::<()>().await;
-        }
-        wait(plan.latency).await;
+        let plan = self
+            .simulate(
+                "power_control",
+                op.as_str().to_string(),
+                components,
+                Some(CallKind::Power),
+                self.config.power_ms,
+            )
+            .await;
         {
             let mut inner = self.lock();
             for component in components {
@@ -515,17 +529,15 @@ impl PowerStatus for SimFleet {
         if components.is_empty() {
             return Ok(HashMap::new());
         }
-        let plan = self.plan(
-            "power_status",
-            String::new(),
-            components,
-            Some(CallKind::Power),
-            self.call_ms(),
-        );
-        if plan.hang {
-            std::future::pending::<()>().await;
-        }
-        wait(plan.latency).await;
+        let plan = self
+            .simulate(
+                "power_status",
+                String::new(),
+                components,
+                Some(CallKind::Power),
+                self.call_ms(),
+            )
+            .await;
         if !plan.failed.is_empty() {
             return Err(ManagerError::CallFailed {
                 call: "power_status".to_string(),
@@ -690,28 +702,17 @@ impl ExpectationInjector for SimFleet {
         if components.is_empty() {
             return Ok(());
         }
-        let plan = self.plan(
-            "inject_expectation",
-            String::new(),
-            components,
-            Some(CallKind::Ingest),
-            self.call_ms(),
-        );
-        if plan.hang {
-            std::future::pending::<()>().await;
-        }
-        wait(plan.latency).await;
-        {
-            let mut inner = self.lock();
-            for component in components {
-                if plan.failed.contains(&component.external_id) {
-                    continue;
-                }
-                if let Some(c) = inner.components.get_mut(&component.external_id) {
-                    c.ingested = true;
-                }
-            }
-        }
+        let plan = self
+            .simulate(
+                "inject_expectation",
+                String::new(),
+                components,
+                Some(CallKind::Ingest),
+                self.call_ms(),
+            )
+            .await;
+        // The simulated manager knows every component already: an ingest
+        // is its call (in the log) and its fault, nothing more.
         failed_call("inject_expectation", plan.failed, "simulated ingest fault")
     }
 }
@@ -725,17 +726,15 @@ impl FirmwareConsistency for SimFleet {
         if components.is_empty() {
             return Ok(());
         }
-        let plan = self.plan(
-            "firmware_consistency",
-            String::new(),
-            components,
-            Some(CallKind::Firmware),
-            self.call_ms(),
-        );
-        if plan.hang {
-            std::future::pending::<()>().await;
-        }
-        wait(plan.latency).await;
+        let plan = self
+            .simulate(
+                "firmware_consistency",
+                String::new(),
+                components,
+                Some(CallKind::Firmware),
+                self.call_ms(),
+            )
+            .await;
         failed_call(
             "firmware_consistency",
             plan.failed,
