@@ -745,8 +745,27 @@ async fn lookups_by_serial_and_component_id(backend: Backend) {
     assert_eq!(err.code(), Code::NotFound);
 }
 
-fn rack_id_of(reply: pb::CreateExpectedRackResponse) -> pb::Uuid {
-    reply.id.expect("id")
+/// Creates `rack`; returns its id.
+async fn create_rack(c: &mut Client, rack: pb::Rack) -> pb::Uuid {
+    c.create_expected_rack(pb::CreateExpectedRackRequest { rack: Some(rack) })
+        .await
+        .expect("create")
+        .into_inner()
+        .id
+        .expect("id")
+}
+
+/// The rack `id` (without its components).
+async fn get_rack(c: &mut Client, id: &pb::Uuid) -> pb::Rack {
+    c.get_rack_info_by_id(pb::GetRackInfoByIdRequest {
+        id: Some(id.clone()),
+        with_components: false,
+    })
+    .await
+    .expect("get")
+    .into_inner()
+    .rack
+    .expect("rack")
 }
 
 type Client = common::FlowClient<tonic::transport::Channel>;
@@ -767,24 +786,8 @@ async fn rack_patch_reports_what_changed(backend: Backend) {
         return;
     };
     let c = &mut s.client;
-    let id = rack_id_of(
-        c.create_expected_rack(pb::CreateExpectedRackRequest {
-            rack: Some(rack(1, None, 1)),
-        })
-        .await
-        .expect("create")
-        .into_inner(),
-    );
-    let before = c
-        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
-            id: Some(id.clone()),
-            with_components: false,
-        })
-        .await
-        .expect("get")
-        .into_inner()
-        .rack
-        .expect("rack");
+    let id = create_rack(c, rack(1, None, 1)).await;
+    let before = get_rack(c, &id).await;
     let mut patched = before.clone();
     let info = patched.info.as_mut().expect("info");
     info.name = "rack-renamed".into();
@@ -814,16 +817,7 @@ async fn rack_patch_reports_what_changed(backend: Backend) {
     assert_eq!(report["changed"]["description"]["to"], "moved to hall B");
     assert_eq!(report["changed"]["location"]["to"]["datacenter"], "dc2");
     assert!(report["changed"].get("manufacturer").is_none(), "{report}");
-    let after = c
-        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
-            id: Some(id.clone()),
-            with_components: false,
-        })
-        .await
-        .expect("get")
-        .into_inner()
-        .rack
-        .expect("rack");
+    let after = get_rack(c, &id).await;
     let info = after.info.as_ref().unwrap();
     assert_eq!(info.name, "rack-renamed");
     assert_eq!(
@@ -890,14 +884,7 @@ async fn delete_purge_and_reimport_a_rack(backend: Backend) {
         return;
     };
     let c = &mut s.client;
-    let id = rack_id_of(
-        c.create_expected_rack(pb::CreateExpectedRackRequest {
-            rack: Some(rack(1, None, 2)),
-        })
-        .await
-        .expect("create")
-        .into_inner(),
-    );
+    let id = create_rack(c, rack(1, None, 2)).await;
     let err = c
         .purge_rack(pb::PurgeRackRequest {
             id: Some(id.clone()),
@@ -961,14 +948,7 @@ async fn components_delete_and_purge(backend: Backend) {
         return;
     };
     let c = &mut s.client;
-    let rack_id = rack_id_of(
-        c.create_expected_rack(pb::CreateExpectedRackRequest {
-            rack: Some(rack(1, None, 2)),
-        })
-        .await
-        .expect("create")
-        .into_inner(),
-    );
+    let rack_id = create_rack(c, rack(1, None, 2)).await;
     let list = |c: &mut Client| {
         let mut c = c.clone();
         let rack_id = rack_id.clone();
@@ -1085,14 +1065,7 @@ async fn nvl_domains_create_attach_detach_and_list(backend: Backend) {
     let c = &mut s.client;
     let mut racks = Vec::new();
     for n in 1..=3 {
-        racks.push(rack_id_of(
-            c.create_expected_rack(pb::CreateExpectedRackRequest {
-                rack: Some(rack(n, None, 1)),
-            })
-            .await
-            .expect("create")
-            .into_inner(),
-        ));
+        racks.push(create_rack(c, rack(n, None, 1)).await);
     }
     let create = |name: &str| pb::CreateNvlDomainRequest {
         nvl_domain: Some(pb::NvlDomain {
@@ -1151,16 +1124,7 @@ async fn nvl_domains_create_attach_detach_and_list(backend: Backend) {
     .expect("move");
     assert_eq!(domain_racks(c, by_id(&a)).await, ["rack-001"]);
     assert_eq!(domain_racks(c, by_name("nvl-b")).await, ["rack-002"]);
-    let got = c
-        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
-            id: Some(racks[1].clone()),
-            with_components: false,
-        })
-        .await
-        .expect("get")
-        .into_inner()
-        .rack
-        .expect("rack");
+    let got = get_rack(c, &racks[1]).await;
     assert_eq!(got.nvl_domain_ids.len(), 1, "{got:?}");
 
     // An unknown rack: NotFound, and the known one beside it is not attached.
