@@ -70,6 +70,21 @@ async fn lifecycle(s: &mut TestServer, n: u32) -> pb::Rack {
         .unwrap()
 }
 
+/// Decommissions fixture rack `n`; returns the finished task.
+async fn decommission(s: &mut TestServer, n: u32) -> pb::Task {
+    let ids = s
+        .client
+        .decommission_rack(pb::DecommissionRackRequest {
+            target_spec: Some(whole_rack(n)),
+            ..Default::default()
+        })
+        .await
+        .expect("decommission")
+        .into_inner()
+        .task_ids;
+    finished(s, one(ids)).await
+}
+
 fn one(ids: Vec<pb::Uuid>) -> Uuid {
     assert_eq!(ids.len(), 1, "{ids:?}");
     ids[0].id.parse().unwrap()
@@ -160,17 +175,7 @@ async fn ingest_and_decommission_run_their_built_in_rules(backend: Backend) {
 
     // Decommission: compute, then switches, then shelves, each waited for.
     let before = mark(&mut sim).await;
-    let id = one(s
-        .client
-        .decommission_rack(pb::DecommissionRackRequest {
-            target_spec: Some(whole_rack(1)),
-            ..Default::default()
-        })
-        .await
-        .expect("decommission")
-        .into_inner()
-        .task_ids);
-    let task = finished(&mut s, id).await;
+    let task = decommission(&mut s, 1).await;
     assert_eq!(task.status, pb::TaskStatus::Completed as i32, "{task:#?}");
     assert_eq!(task.operation, "decommission/decommission");
     let calls = calls_after(&mut sim, before).await;
@@ -250,17 +255,7 @@ async fn ingest_and_decommission_run_their_built_in_rules(backend: Backend) {
     })
     .await
     .unwrap();
-    let id = one(s
-        .client
-        .decommission_rack(pb::DecommissionRackRequest {
-            target_spec: Some(whole_rack(2)),
-            ..Default::default()
-        })
-        .await
-        .expect("decommission")
-        .into_inner()
-        .task_ids);
-    let task = finished(&mut s, id).await;
+    let task = decommission(&mut s, 2).await;
     assert_eq!(task.status, pb::TaskStatus::Failed as i32, "{task:#?}");
     assert!(
         task.message.contains("r-0002-nvswitch-00")
