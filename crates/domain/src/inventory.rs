@@ -458,7 +458,10 @@ impl RackLabels {
 
     /// Sets each rack's phase from its components (`components` of any
     /// racks; those of racks without labels are ignored).
-    pub fn with_phases(mut self, components: &[Component]) -> RackLabels {
+    pub fn with_phases<'a>(
+        mut self,
+        components: impl IntoIterator<Item = &'a Component>,
+    ) -> RackLabels {
         let mut of_rack: std::collections::HashMap<Uuid, Vec<&Component>> =
             std::collections::HashMap::new();
         for c in components {

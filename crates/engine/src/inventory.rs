@@ -55,6 +55,17 @@ pub struct NvlinkDomainView {
     pub components: Vec<Component>,
 }
 
+/// Where [`InventoryManager::rack_labels`] takes the racks' phases from.
+#[derive(Debug, Clone, Copy)]
+pub enum Phases<'a> {
+    /// Not wanted (component listings).
+    Skip,
+    /// Read the racks' components for them.
+    Read,
+    /// From these components, already read (with the racks).
+    From(&'a [Component]),
+}
+
 /// A component query: store filters, optionally narrowed by a target spec.
 #[derive(Debug, Clone, Default)]
 pub struct ComponentQuery {
@@ -745,14 +756,13 @@ impl InventoryManager {
 
     /// The labels the wire form of `racks` and of components of the racks
     /// `other_rack_ids` carries: each rack's external id and NVLink domain,
-    /// and with `phases` the phase of each of `racks` (its components are
-    /// read for it). Racks not given are read (with `other_rack_ids`), then
-    /// the domains.
+    /// and the phase of each of `racks` as `phases` says. Racks not given
+    /// are read (with `other_rack_ids`), then the domains.
     pub async fn rack_labels(
         &self,
         racks: &[&Rack],
         other_rack_ids: &[Uuid],
-        phases: bool,
+        phases: Phases<'_>,
     ) -> Result<RackLabels, EngineError> {
         let known: HashSet<Uuid> = racks.iter().map(|r| r.id).collect();
         let missing: Vec<Uuid> = other_rack_ids
@@ -780,12 +790,16 @@ impl InventoryManager {
             self.store.nvl_domains_get_many(&domain_ids).await?
         };
         let labels = RackLabels::new(all, &domains);
-        if !phases || racks.is_empty() {
-            return Ok(labels);
+        match phases {
+            Phases::Skip => Ok(labels),
+            Phases::From(components) => Ok(labels.with_phases(components)),
+            Phases::Read if racks.is_empty() => Ok(labels),
+            Phases::Read => {
+                let ids: Vec<Uuid> = racks.iter().map(|r| r.id).collect();
+                let components = self.store.components_of_racks_without_bmcs(&ids).await?;
+                Ok(labels.with_phases(&components))
+            }
         }
-        let ids: Vec<Uuid> = racks.iter().map(|r| r.id).collect();
-        let components = self.store.components_of_racks_without_bmcs(&ids).await?;
-        Ok(labels.with_phases(&components))
     }
 
     /// The racks of a domain, by name then id.

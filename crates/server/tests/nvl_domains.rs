@@ -277,6 +277,33 @@ async fn nvlink_domain_views_show_members_phase_and_labels(backend: Backend) {
         ],
         "{racks:#?}"
     );
+    // Listed with their components, the racks' phases are the same (taken
+    // from the components read with them).
+    let with_components = s
+        .client
+        .get_list_of_racks(pb::GetListOfRacksRequest {
+            with_components: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .racks;
+    let same: Vec<i32> = with_components.iter().map(|r| r.operation_status).collect();
+    let before: Vec<i32> = racks.iter().map(|r| r.operation_status).collect();
+    assert_eq!(same, before, "{with_components:#?}");
+    let rack_1 = s
+        .client
+        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
+            id: Some(uuid(fixture_id(1))),
+            with_components: true,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rack
+        .unwrap();
+    assert_eq!(rack_1.operation_status, before[0], "{rack_1:#?}");
     assert_eq!(
         domains,
         [

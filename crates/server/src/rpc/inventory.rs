@@ -5,7 +5,7 @@ use rackflow_api::v1 as pb;
 use rackflow_domain::drift::DiffType;
 use rackflow_domain::inventory::{Component, Rack};
 use rackflow_domain::run::NameQuery;
-use rackflow_engine::inventory::{InventoryManager, RackWithComponents};
+use rackflow_engine::inventory::{InventoryManager, Phases, RackWithComponents};
 use rackflow_engine::store::{NvlDomainQuery, RackImport};
 use uuid::Uuid;
 
@@ -112,7 +112,13 @@ async fn rack_info(
     inventory: &InventoryManager,
     found: &RackWithComponents,
 ) -> ApiResult<pb::GetRackInfoResponse> {
-    let labels = inventory.rack_labels(&[&found.rack], &[], true).await?;
+    // Components read with the rack give its phase without another read.
+    let phases = if found.components.is_empty() {
+        Phases::Read
+    } else {
+        Phases::From(&found.components)
+    };
+    let labels = inventory.rack_labels(&[&found.rack], &[], phases).await?;
     Ok(pb::GetRackInfoResponse {
         rack: Some(convert::pb_rack(&found.rack, &found.components, &labels)),
     })
@@ -129,7 +135,7 @@ async fn component_info(
         .rack_labels(
             &rack.into_iter().collect::<Vec<_>>(),
             &component.rack_id.into_iter().collect::<Vec<_>>(),
-            true,
+            Phases::Read,
         )
         .await?;
     Ok(pb::GetComponentInfoResponse {
@@ -145,7 +151,7 @@ async fn labelled_components(
     components: &[Component],
 ) -> ApiResult<Vec<pb::Component>> {
     let rack_ids: Vec<Uuid> = components.iter().filter_map(|c| c.rack_id).collect();
-    let labels = inventory.rack_labels(&[], &rack_ids, false).await?;
+    let labels = inventory.rack_labels(&[], &rack_ids, Phases::Skip).await?;
     Ok(components
         .iter()
         .map(|c| convert::pb_component(c, &labels))
@@ -184,13 +190,23 @@ pub(crate) async fn get_list_of_racks(
     filter.lifecycle = convert::lifecycle_statuses(&req.lifecycle_statuses)?;
     let page = convert::page(req.pagination.as_ref())?;
     let (racks, total) = inventory.racks(&filter, page, req.with_components).await?;
-    let labels = inventory
+    // With components the page already holds them: the phases come from
+    // those instead of a second read.
+    let phases = if req.with_components {
+        Phases::Skip
+    } else {
+        Phases::Read
+    };
+    let mut labels = inventory
         .rack_labels(
             &racks.iter().map(|r| &r.rack).collect::<Vec<_>>(),
             &[],
-            true,
+            phases,
         )
         .await?;
+    if req.with_components {
+        labels = labels.with_phases(racks.iter().flat_map(|r| &r.components));
+    }
     Ok(pb::GetListOfRacksResponse {
         racks: super::fit_reply(
             racks
@@ -298,7 +314,7 @@ pub(crate) async fn get_racks_for_nvl_domain(
     let domain = convert::identifier(req.nvl_domain_identifier.as_ref(), "nvl_domain_identifier")?;
     let (_, racks) = inventory.racks_of_nvl_domain(&domain).await?;
     let labels = inventory
-        .rack_labels(&racks.iter().collect::<Vec<_>>(), &[], true)
+        .rack_labels(&racks.iter().collect::<Vec<_>>(), &[], Phases::Read)
         .await?;
     Ok(pb::GetRacksForNvlDomainResponse {
         racks: super::fit_reply(
