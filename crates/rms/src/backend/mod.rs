@@ -66,6 +66,37 @@ impl PowerAction {
     }
 }
 
+/// What a node is in its rack, from its reference `NodeType` number: the
+/// cold reboot and the sim's rack power model treat the kinds differently
+/// (power shelves feed the rack; compute and switch trays are fed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    Compute,
+    PowerShelf,
+    Switch,
+}
+
+impl NodeKind {
+    /// The kind of a `NodeType` number; `None` for unspecified or unknown.
+    pub fn of(node_type: i32) -> Option<NodeKind> {
+        use rackflow_api::rack_manager::NodeType as T;
+        match T::try_from(node_type).ok()? {
+            T::ComputeGb200Nvidia
+            | T::ComputeGb300Nvidia
+            | T::ComputeGb300Lenovo
+            | T::ComputeVrnvl72Nvidia => Some(NodeKind::Compute),
+            T::PowershelfGb200Liteon
+            | T::PowershelfGb200Delta
+            | T::PowershelfGb300Liteon
+            | T::PowershelfGb300Delta => Some(NodeKind::PowerShelf),
+            T::SwitchGb200Nvidia | T::SwitchGb300Nvidia | T::SwitchVrnvl72Nvidia => {
+                Some(NodeKind::Switch)
+            }
+            T::Unspecified => None,
+        }
+    }
+}
+
 /// A node's power state as its BMC reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PowerState {
@@ -304,6 +335,26 @@ mod tests {
         assert!(debug.contains("[REDACTED]"), "{debug}");
         assert_eq!(Secret::new("x").to_string(), "[REDACTED]");
         assert_eq!(target.bmc.credentials.password.expose(), "hunter2");
+    }
+
+    #[test]
+    fn every_node_type_has_a_kind_but_unspecified() {
+        use rackflow_api::rack_manager::NodeType;
+        assert_eq!(NodeKind::of(0), None);
+        assert_eq!(NodeKind::of(99), None);
+        for n in 1..=11 {
+            let ty = NodeType::try_from(n).unwrap();
+            let kind = NodeKind::of(n).unwrap();
+            let name = ty.as_str_name();
+            let expected = if name.starts_with("COMPUTE") {
+                NodeKind::Compute
+            } else if name.starts_with("POWERSHELF") {
+                NodeKind::PowerShelf
+            } else {
+                NodeKind::Switch
+            };
+            assert_eq!(kind, expected, "{name}");
+        }
     }
 
     #[test]

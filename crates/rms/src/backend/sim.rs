@@ -23,6 +23,14 @@
 //!   firmware update, after the latency); `hang` → the call never returns
 //!   (callers' cancellation and timeouts get tested); `slow` → ×10 latency;
 //!   `panic` → the call panics (tests the job model's abandoned-worker path).
+//! * Rack power: power shelves feed their rack. Once a power action left
+//!   every power shelf the sim knows in a rack off (at least one of them
+//!   turned off by an action, not just never powered), the rack's other
+//!   nodes lose power: their host power drops to off and their BMCs stop
+//!   answering (`Unreachable`, call-log outcome `unpowered`) until a shelf
+//!   of the rack is powered on again. A shelf's own BMC stays reachable (it
+//!   runs on standby power). This is what the rack manager's cold reboot
+//!   observes between its shelf-off and shelf-on stages.
 //! * Cancel safety: the state lock is a std mutex held only in short
 //!   synchronous sections; state changes happen after the simulated latency,
 //!   so a dropped call leaves nothing behind but its call-log entry.
@@ -37,7 +45,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     BackendError, FirmwareComponent, FirmwareImage, FirmwareOutcome, FirmwareProgress, NodeBackend,
-    NodeTarget, PowerAction, PowerState, ProgressSink,
+    NodeKind, NodeTarget, PowerAction, PowerState, ProgressSink,
 };
 
 /// Call-log entries kept; older ones are dropped.
@@ -148,7 +156,8 @@ pub struct SimNodeCall {
     pub call: &'static str,
     /// The power action, or `target=file` of a firmware update.
     pub detail: String,
-    /// `ok` or the fault effect.
+    /// `ok`, the fault effect, or `unpowered` (the rack's power shelves
+    /// are off).
     pub outcome: &'static str,
 }
 
@@ -173,6 +182,40 @@ struct SimNode {
     power: PowerState,
     firmware: BTreeMap<String, String>,
     calls: u64,
+    /// From the node type of the latest call.
+    kind: Option<NodeKind>,
+    /// A power shelf turned off by an action (not merely never powered).
+    cut: bool,
+}
+
+/// What [`SimBackend::begin`] decided about one call.
+struct Call {
+    effect: Option<SimFaultEffect>,
+    latency: Duration,
+    /// The node's rack has no power: the call fails as unreachable.
+    unpowered: bool,
+}
+
+impl Inner {
+    /// Whether `rack`'s power shelves are all off, one of them by an action.
+    fn rack_unfed(&self, rack: &str) -> bool {
+        let (mut any_cut, mut all_off) = (false, true);
+        for node in self.rack_nodes(rack) {
+            if node.kind == Some(NodeKind::PowerShelf) {
+                any_cut |= node.cut;
+                all_off &= node.power == PowerState::Off;
+            }
+        }
+        any_cut && all_off
+    }
+
+    /// The nodes of one rack (a range of the map, not a scan of it).
+    fn rack_nodes<'a>(&'a self, rack: &'a str) -> impl Iterator<Item = &'a SimNode> + 'a {
+        self.nodes
+            .range((rack.to_owned(), String::new())..)
+            .take_while(move |((r, _), _)| r == rack)
+            .map(|(_, n)| n)
+    }
 }
 
 impl SimBackend {
@@ -219,8 +262,8 @@ impl SimBackend {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Logs the call, bumps the node's counter and returns the fault effect
-    /// and the latency to simulate.
+    /// Logs the call, bumps the node's counter and returns the fault effect,
+    /// the latency to simulate and whether the node has power.
     fn begin(
         &self,
         node: &NodeTarget,
@@ -228,8 +271,10 @@ impl SimBackend {
         operation: SimOperation,
         detail: String,
         base_ms: u64,
-    ) -> (Option<SimFaultEffect>, Duration) {
+    ) -> Call {
         let mut inner = self.lock();
+        let kind = NodeKind::of(node.node_type);
+        let unpowered = kind != Some(NodeKind::PowerShelf) && inner.rack_unfed(&node.rack_id);
         let effect = inner
             .faults
             .iter()
@@ -246,8 +291,11 @@ impl SimBackend {
                     .map(|(k, v)| (k.to_owned(), v.clone()))
                     .collect(),
                 calls: 0,
+                kind,
+                cut: false,
             });
         sim.calls += 1;
+        sim.kind = kind;
         let draw = splitmix(self.config.seed ^ fnv(&node.rack_id, &node.node_id, sim.calls));
         inner.next_sequence += 1;
         let sequence = inner.next_sequence;
@@ -260,7 +308,11 @@ impl SimBackend {
             node_id: node.node_id.clone(),
             call,
             detail,
-            outcome: effect.map_or("ok", SimFaultEffect::as_str),
+            outcome: match effect {
+                Some(effect) => effect.as_str(),
+                None if unpowered => "unpowered",
+                None => "ok",
+            },
         });
         drop(inner);
         let latency = jittered(base_ms, self.config.jitter, draw);
@@ -269,7 +321,41 @@ impl SimBackend {
         } else {
             latency
         };
-        (effect, latency)
+        Call {
+            effect,
+            latency,
+            unpowered,
+        }
+    }
+
+    /// Applies a power action that completed: the node's new state, and for
+    /// a power shelf, what it does to its rack's power.
+    fn apply_power(&self, node: &NodeTarget, action: PowerAction) {
+        let mut inner = self.lock();
+        let state = action.resulting_state();
+        let Some(sim) = inner
+            .nodes
+            .get_mut(&(node.rack_id.clone(), node.node_id.clone()))
+        else {
+            return;
+        };
+        sim.power = state;
+        if sim.kind != Some(NodeKind::PowerShelf) {
+            return;
+        }
+        sim.cut = state == PowerState::Off;
+        if inner.rack_unfed(&node.rack_id) {
+            let rack = node.rack_id.as_str();
+            for (_, n) in inner
+                .nodes
+                .range_mut((rack.to_owned(), String::new())..)
+                .take_while(|((r, _), _)| r == rack)
+            {
+                if n.kind != Some(NodeKind::PowerShelf) {
+                    n.power = PowerState::Off;
+                }
+            }
+        }
     }
 
     fn with_node<T>(&self, node: &NodeTarget, f: impl FnOnce(&mut SimNode) -> T) -> Option<T> {
@@ -281,13 +367,14 @@ impl SimBackend {
 }
 
 /// Applies the fault effects shared by every call: hang never returns,
-/// panic panics, fail returns `Some(error)` after the latency.
-async fn simulate(
-    effect: Option<SimFaultEffect>,
-    latency: Duration,
-    node: &NodeTarget,
-    call: &str,
-) -> Option<BackendError> {
+/// panic panics, fail returns `Some(error)` after the latency; a node
+/// without power is unreachable after the latency.
+async fn simulate(call_state: &Call, node: &NodeTarget, call: &str) -> Option<BackendError> {
+    let Call {
+        effect,
+        latency,
+        unpowered,
+    } = *call_state;
     match effect {
         Some(SimFaultEffect::Hang) => std::future::pending::<()>().await,
         Some(SimFaultEffect::Panic) => {
@@ -296,12 +383,20 @@ async fn simulate(
         _ => {}
     }
     sleep(latency).await;
-    (effect == Some(SimFaultEffect::Fail)).then(|| {
-        BackendError::Rejected(format!(
+    if effect == Some(SimFaultEffect::Fail) {
+        return Some(BackendError::Rejected(format!(
             "sim fault: {call} failed on node {} of rack {}",
             node.node_id, node.rack_id
-        ))
-    })
+        )));
+    }
+    unpowered.then(|| unpowered_error(node))
+}
+
+fn unpowered_error(node: &NodeTarget) -> BackendError {
+    BackendError::Unreachable(format!(
+        "sim: node {} of rack {} has no power (the rack's power shelves are off)",
+        node.node_id, node.rack_id
+    ))
 }
 
 async fn sleep(latency: Duration) {
@@ -317,29 +412,29 @@ impl NodeBackend for SimBackend {
     }
 
     async fn set_power(&self, node: &NodeTarget, action: PowerAction) -> Result<(), BackendError> {
-        let (effect, latency) = self.begin(
+        let call = self.begin(
             node,
             "set_power",
             SimOperation::Power,
             action.as_str().to_owned(),
             self.config.power_latency_ms,
         );
-        if let Some(error) = simulate(effect, latency, node, "set_power").await {
+        if let Some(error) = simulate(&call, node, "set_power").await {
             return Err(error);
         }
-        self.with_node(node, |n| n.power = action.resulting_state());
+        self.apply_power(node, action);
         Ok(())
     }
 
     async fn power_state(&self, node: &NodeTarget) -> Result<PowerState, BackendError> {
-        let (effect, latency) = self.begin(
+        let call = self.begin(
             node,
             "power_state",
             SimOperation::PowerState,
             String::new(),
             self.config.read_latency_ms,
         );
-        if let Some(error) = simulate(effect, latency, node, "power_state").await {
+        if let Some(error) = simulate(&call, node, "power_state").await {
             return Err(error);
         }
         Ok(self
@@ -351,14 +446,14 @@ impl NodeBackend for SimBackend {
         &self,
         node: &NodeTarget,
     ) -> Result<Vec<FirmwareComponent>, BackendError> {
-        let (effect, latency) = self.begin(
+        let call = self.begin(
             node,
             "firmware_inventory",
             SimOperation::Inventory,
             String::new(),
             self.config.read_latency_ms,
         );
-        if let Some(error) = simulate(effect, latency, node, "firmware_inventory").await {
+        if let Some(error) = simulate(&call, node, "firmware_inventory").await {
             return Err(error);
         }
         Ok(self
@@ -388,13 +483,21 @@ impl NodeBackend for SimBackend {
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let (effect, latency) = self.begin(
+        let Call {
+            effect,
+            latency,
+            unpowered,
+        } = self.begin(
             node,
             "update_firmware",
             SimOperation::Firmware,
             format!("{}={file}", image.target),
             self.config.firmware_latency_ms,
         );
+        if unpowered {
+            sleep(latency / 2).await;
+            return Err(unpowered_error(node));
+        }
         let declared = ImageFields::read(&image.path);
         let version = declared.version;
         // A package-derived image updates what the package is for: the
@@ -589,6 +692,55 @@ mod tests {
             ["power_state", "set_power", "power_state", "set_power"]
         );
         assert_eq!(sim.calls()[1].detail, "on");
+    }
+
+    fn typed(node: &str, node_type: i32) -> NodeTarget {
+        NodeTarget {
+            node_type,
+            ..target(node)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn power_shelves_feed_their_rack() {
+        let sim = SimBackend::new(SimBackendConfig::default());
+        let (ps1, ps2) = (typed("ps1", 2), typed("ps2", 2));
+        let (compute, switch) = (typed("c1", 1), typed("sw1", 3));
+        // Never-powered shelves read Off but cut nothing.
+        assert_eq!(sim.power_state(&ps1).await.unwrap(), PowerState::Off);
+        assert_eq!(sim.power_state(&ps2).await.unwrap(), PowerState::Off);
+        sim.set_power(&compute, PowerAction::On).await.unwrap();
+        assert_eq!(sim.power_state(&switch).await.unwrap(), PowerState::Off);
+        sim.set_power(&ps1, PowerAction::On).await.unwrap();
+        sim.set_power(&ps2, PowerAction::On).await.unwrap();
+
+        // One shelf off: the other still feeds the rack.
+        sim.set_power(&ps1, PowerAction::Off).await.unwrap();
+        assert_eq!(sim.power_state(&compute).await.unwrap(), PowerState::On);
+        // Both off: trays lose host power and their BMCs stop answering;
+        // the shelves' own BMCs still answer.
+        sim.set_power(&ps2, PowerAction::Off).await.unwrap();
+        for tray in [&compute, &switch] {
+            let err = sim.power_state(tray).await.unwrap_err();
+            assert!(matches!(err, BackendError::Unreachable(_)), "{err}");
+            assert!(sim.set_power(tray, PowerAction::On).await.is_err());
+        }
+        assert_eq!(sim.node_power("rack-1", "c1"), Some(PowerState::Off));
+        assert_eq!(sim.power_state(&ps1).await.unwrap(), PowerState::Off);
+        assert_eq!(sim.calls().last().unwrap().outcome, "ok");
+        assert!(sim.calls().iter().any(|c| c.outcome == "unpowered"));
+        // Another rack is not affected.
+        let other = NodeTarget {
+            rack_id: "rack-2".into(),
+            ..typed("c9", 1)
+        };
+        assert!(sim.power_state(&other).await.is_ok());
+
+        // A shelf back on: the trays answer again, host power off.
+        sim.set_power(&ps2, PowerAction::On).await.unwrap();
+        assert_eq!(sim.power_state(&compute).await.unwrap(), PowerState::Off);
+        sim.set_power(&compute, PowerAction::On).await.unwrap();
+        assert_eq!(sim.power_state(&compute).await.unwrap(), PowerState::On);
     }
 
     #[tokio::test(start_paused = true)]

@@ -9,6 +9,7 @@
 //! answered by tonic for methods this service does not declare). This
 //! module is the one place that builds those statuses.
 
+pub mod cold_reboot;
 mod firmware;
 pub mod nodes;
 
@@ -694,6 +695,14 @@ impl RackManager for RackManagerService {
             error_message: info.error_message,
             result_json: info.result_json,
         }))
+    }
+
+    async fn execute_cold_reboot(
+        &self,
+        request: Request<pb::ExecuteColdRebootRequest>,
+    ) -> Result<Response<pb::ExecuteColdRebootResponse>, Status> {
+        self.execute_cold_reboot_request(request.into_inner())
+            .map(Response::new)
     }
 
     async fn get_version(

@@ -207,12 +207,7 @@ pub fn target_of(info: &pb::NodeInfo, require_credentials: bool) -> Result<NodeT
 
 /// Switch node types (their host endpoint is the NVOS / NVUE side).
 fn is_switch(node_type: i32) -> bool {
-    matches!(
-        pb::NodeType::try_from(node_type),
-        Ok(pb::NodeType::SwitchGb200Nvidia
-            | pb::NodeType::SwitchGb300Nvidia
-            | pb::NodeType::SwitchVrnvl72Nvidia)
-    )
+    crate::backend::NodeKind::of(node_type) == Some(crate::backend::NodeKind::Switch)
 }
 
 /// A switch's host endpoints get the BMC endpoint's policy: a port above
