@@ -125,9 +125,12 @@ pub async fn serve_with_fleet(
     let keys = config.secrets.keys()?.map(Arc::new);
     let rack_manager = match config.provider {
         config::Provider::Sim => None,
-        config::Provider::Rms => Some(Arc::new(rackflow_engine::manager::rms::RmsManager::new(
-            config.rms.clone(),
-        )?)),
+        // The store and the BMC login serve ingest, decommission and the
+        // AC power cycle, which register, deregister or reboot whole racks.
+        config::Provider::Rms => Some(Arc::new(
+            rackflow_engine::manager::rms::RmsManager::new(config.rms.clone())?
+                .with_inventory(store.clone(), config.rms.bmc_login()?),
+        )),
     };
     let bmc_login = match &rack_manager {
         Some(_) if config.rms.sync_on_start => Some(config.rms.bmc_login()?),

@@ -90,6 +90,9 @@ pub struct RmsProviderConfig {
     pub bmc_password_file: Option<std::path::PathBuf>,
     /// BMC port of the registered nodes (0: the rack manager's default).
     pub bmc_port: u32,
+    /// Timings of the rack manager's cold reboot (`[rms.cold_reboot]`),
+    /// the AC power cycle of a rack.
+    pub cold_reboot: super::rms_lifecycle::ColdRebootSettings,
 }
 
 /// Names of the settings in errors.
@@ -117,6 +120,7 @@ impl Default for RmsProviderConfig {
             bmc_username: String::new(),
             bmc_password_file: None,
             bmc_port: 0,
+            cold_reboot: super::rms_lifecycle::ColdRebootSettings::default(),
         }
     }
 }
@@ -178,6 +182,8 @@ pub struct RmsManager {
     /// The job pollers; cancelled when the manager is dropped (it lives
     /// behind the registry's trait objects, which have no async stop).
     pollers: Background,
+    /// Flow's store and BMC login, for the rack-lifecycle capabilities.
+    inventory: Option<super::rms_lifecycle::RmsInventory>,
 }
 
 impl Drop for RmsManager {
@@ -200,7 +206,29 @@ impl RmsManager {
             jobs: Arc::default(),
             changes: Arc::default(),
             pollers: Background::new("rack-manager job pollers"),
+            inventory: None,
         })
+    }
+
+    /// Gives the manager Flow's store and the BMC login: ingest,
+    /// decommission and the AC power cycle read the racks' nodes from it
+    /// (see [`super::rms_lifecycle`]).
+    pub fn with_inventory(
+        mut self,
+        store: Arc<dyn rackflow_store::Store>,
+        login: super::rms_sync::BmcLogin,
+    ) -> Self {
+        self.inventory = Some(super::rms_lifecycle::RmsInventory { store, login });
+        self
+    }
+
+    pub(crate) fn inventory_source(&self) -> Option<&super::rms_lifecycle::RmsInventory> {
+        self.inventory.as_ref()
+    }
+
+    /// The provider's settings.
+    pub fn config(&self) -> &RmsProviderConfig {
+        &self.config
     }
 
     /// A client of the rack manager (shares the connection).
@@ -345,7 +373,7 @@ fn job_in_progress(message: &str) -> Option<&str> {
 }
 
 /// A failed job's error for the task report: code and message.
-fn job_error(status: &pb::JobStatus) -> String {
+pub(crate) fn job_error(status: &pb::JobStatus) -> String {
     let code = pb::JobError::try_from(status.error_code)
         .map(|c| c.as_str_name().to_owned())
         .unwrap_or_else(|_| status.error_code.to_string());
@@ -407,6 +435,13 @@ impl PowerControl for RmsManager {
         components: &[ComponentRef],
         op: PowerOp,
     ) -> Result<(), ManagerError> {
+        // An AC power cycle is the rack manager's cold reboot of the whole
+        // rack, when the rack's nodes can be read from the store.
+        if op == PowerOp::ColdReset
+            && let Some(result) = self.cold_reboot(components).await
+        {
+            return result;
+        }
         // One at a time: the rack manager holds a per-rack power guard for
         // the length of a SetPowerState and refuses a second one on the same
         // rack in-band (spec §2.2), so concurrent calls would fail.
@@ -729,6 +764,18 @@ impl ComponentManager for RmsManager {
     }
     fn as_firmware_status(&self) -> Option<&dyn FirmwareStatus> {
         Some(self)
+    }
+    fn as_firmware_consistency(&self) -> Option<&dyn super::FirmwareConsistency> {
+        Some(self)
+    }
+    fn as_expectation_injector(&self) -> Option<&dyn super::ExpectationInjector> {
+        self.inventory.as_ref().map(|_| self as _)
+    }
+    fn as_decommissioner(&self) -> Option<&dyn super::Decommissioner> {
+        self.inventory.as_ref().map(|_| self as _)
+    }
+    fn as_decommission_status(&self) -> Option<&dyn super::DecommissionStatus> {
+        self.inventory.as_ref().map(|_| self as _)
     }
 }
 
