@@ -32,6 +32,18 @@ reads of the task answer 503, like a BMC too busy flashing to answer.
 Environment: RACKFLOW_FW_SIMPLE_UPDATE=0 hides SimpleUpdate,
 RACKFLOW_FW_MULTIPART=0 hides the multipart push.
 
+Rack power (for the rack manager's cold reboot), between emulator processes
+through a shared file RACKFLOW_RACK_POWER: an emulator with
+RACKFLOW_RACK_ROLE=shelf is a power shelf — a reset that turns it off or on
+writes its pending state and the time sushy applies it (sushy's fake driver
+applies a power change 1-11 s after the request) to the file. An emulator
+with RACKFLOW_RACK_ROLE=tray is a tray the shelf feeds: while the shelf is
+off it answers every Redfish request 503 (its BMC has no power), and on the
+first request after power is back its systems read Off (the host lost
+power). `GET /rackflow/resets` lists the resets this emulator received
+(time, system, ResetType) and `GET /rackflow/power` how many requests it
+refused unpowered; neither is refused.
+
 Run it exactly like `sushy-emulator` (same arguments), with the python of
 the sushy-tools installation:  python sushy_fw.py --fake -i 127.0.0.1 -p N
 """
@@ -282,6 +294,71 @@ app.add_url_rule(INVENTORY + "/<item>", "rackflow_fw_inventory_item", inventory_
 app.add_url_rule(TASKS, "rackflow_fw_tasks", tasks)
 app.add_url_rule(TASKS + "/<task_id>", "rackflow_fw_task", task)
 app.add_url_rule(MONITORS + "/<task_id>", "rackflow_fw_task_monitor", task_monitor)
+
+RACK_POWER = os.environ.get("RACKFLOW_RACK_POWER")
+RACK_ROLE = os.environ.get("RACKFLOW_RACK_ROLE", "")
+_resets = []
+_power = {"refused": 0, "lost": False}
+_original_reset = app.view_functions["system_reset_action"]
+
+
+def _rack_fed(now):
+    """False while the shelf's last power-off has been applied."""
+    try:
+        with open(RACK_POWER) as f:
+            state, apply_time = f.read().split()
+    except (OSError, ValueError):
+        return True
+    return not (state == "Off" and now >= float(apply_time))
+
+
+def reset_action(identity):
+    reset_type = (flask.request.get_json(silent=True) or {}).get("ResetType", "")
+    response = _original_reset(identity)
+    with _lock:
+        _resets.append({"time": time.time(), "system": identity, "reset_type": reset_type})
+    if RACK_POWER and RACK_ROLE == "shelf":
+        system = app.systems._get(app.systems.uuid(identity))
+        pending = system.get("pending_power")
+        state = pending["power_state"] if pending else system["power_state"]
+        apply_time = pending["apply_time"] if pending else time.time()
+        state = "On" if "On" in state or "Restart" in state else "Off"
+        with open(RACK_POWER, "w") as f:
+            f.write("%s %s\n" % (state, apply_time))
+    return response
+
+
+app.view_functions["system_reset_action"] = reset_action
+
+
+@app.before_request
+def rack_power_gate():
+    if not RACK_POWER or RACK_ROLE != "tray" or flask.request.path.startswith("/rackflow/"):
+        return None
+    if not _rack_fed(time.time()):
+        with _lock:
+            _power["refused"] += 1
+            _power["lost"] = True
+        return _error(503, "no power: the rack's power shelves are off")
+    if _power["lost"]:
+        # Back on: the host lost power with the rack.
+        for uuid in app.systems.systems:
+            app.systems._update(uuid, power_state="Off", pending_power=None)
+        _power["lost"] = False
+    return None
+
+
+@app.route("/rackflow/resets")
+def reset_log():
+    with _lock:
+        return _json(list(_resets))
+
+
+@app.route("/rackflow/power")
+def power_log():
+    with _lock:
+        return _json({"refused": _power["refused"]})
+
 
 if __name__ == "__main__":
     sys.exit(sushy_main.main())

@@ -25,7 +25,6 @@ use std::time::Duration;
 use common::{Backend, TestServer, fixture_fleet, fixture_id, uuid};
 use rackflow_api::rack_manager as rmpb;
 use rackflow_api::v1 as pb;
-use rackflow_rms::config::{BackendKind, RmsConfig};
 use rackflow_rms::redfish::{Credentials, PowerState, RedfishNode};
 use rackflow_server::Config;
 use rackflow_server::config::Provider;
@@ -96,29 +95,7 @@ async fn start_rms(bmcs: &[Emulator]) -> TestRms {
 
 /// A rack manager on the `redfish` back end with `images`, no node yet.
 async fn start_redfish_rms(images: &[(&str, &[u8])]) -> TestRms {
-    let build = |config: &RmsConfig| {
-        rackflow_rms::server::build_backend(&config.nodes).expect("redfish back end")
-    };
-    TestRms::start_custom(
-        images,
-        |config| {
-            config.workflows.bmc_call_timeout_seconds = 30.try_into().expect("non-zero");
-            config.nodes.backend = BackendKind::Redfish;
-            config.nodes.redfish = toml::from_str(
-                r#"
-        scheme = "http"
-        request_timeout_seconds = 15
-        task_poll_interval_ms = 50
-        task_timeout_seconds = 20
-        power_poll_interval_ms = 100
-        power_wait_timeout_seconds = 25
-        "#,
-            )
-            .expect("[nodes.redfish]");
-        },
-        Some(&build),
-    )
-    .await
+    TestRms::start_redfish(images).await
 }
 
 /// Registers `(rack, node, type)` nodes, each at its emulated BMC.

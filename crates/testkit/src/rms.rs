@@ -51,6 +51,31 @@ impl TestRms {
         Self::start_with(|_| {}).await
     }
 
+    /// A rack manager on the `redfish` back end (plain HTTP to the BMCs,
+    /// fast polling, 30 s BMC calls) with `images`, no node yet.
+    pub async fn start_redfish(images: &[(&str, &[u8])]) -> TestRms {
+        let build = |config: &RmsConfig| {
+            rackflow_rms::server::build_backend(&config.nodes).expect("redfish back end")
+        };
+        Self::start_custom(
+            images,
+            |config| {
+                use rackflow_rms::backend::redfish::Scheme;
+                config.workflows.bmc_call_timeout_seconds = 30.try_into().expect("non-zero");
+                config.nodes.backend = rackflow_rms::config::BackendKind::Redfish;
+                let redfish = &mut config.nodes.redfish;
+                redfish.scheme = Scheme::Http;
+                redfish.request_timeout_seconds = 15;
+                redfish.task_poll_interval_ms = 50;
+                redfish.task_timeout_seconds = 20;
+                redfish.power_poll_interval_ms = 100;
+                redfish.power_wait_timeout_seconds = 25;
+            },
+            Some(&build),
+        )
+        .await
+    }
+
     pub async fn start_with(adjust: impl FnOnce(&mut RmsConfig)) -> TestRms {
         let images: Vec<(&str, &[u8])> = IMAGES.iter().map(|i| (*i, &b"image"[..])).collect();
         Self::start_custom(&images, adjust, None).await
