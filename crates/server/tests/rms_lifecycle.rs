@@ -334,7 +334,9 @@ async fn lifecycle_faults_fail_the_task_naming_component_and_stage(backend: Back
     let task = ingest(&mut flow).await;
     assert_eq!(task.status, pb::TaskStatus::Failed as i32, "{task:#?}");
     assert!(
-        task.message.contains(COMPUTES[1]) && task.message.contains("no BMC address"),
+        task.message.contains(COMPUTES[1])
+            && task.message.contains("no BMC address")
+            && task.message.contains("stage 1"),
         "{}",
         task.message
     );
@@ -380,7 +382,8 @@ async fn lifecycle_faults_fail_the_task_naming_component_and_stage(backend: Back
     assert_eq!(task.status, pb::TaskStatus::Failed as i32, "{task:#?}");
     assert!(
         task.message
-            .contains(&format!("power_off_shelves failed: {SHELF}")),
+            .contains(&format!("power_off_shelves failed: {SHELF}"))
+            && task.message.contains("stage 1"),
         "{}",
         task.message
     );
@@ -410,7 +413,9 @@ async fn a_decommission_fault_fails_the_task_naming_the_tray() {
     let task = decommission(&mut flow).await;
     assert_eq!(task.status, pb::TaskStatus::Failed as i32, "{task:#?}");
     assert!(
-        task.message.contains(COMPUTES[0]) && task.message.contains("power off"),
+        task.message.contains(COMPUTES[0])
+            && task.message.contains("power off")
+            && task.message.contains("stage 1"),
         "{}",
         task.message
     );

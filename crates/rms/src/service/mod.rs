@@ -78,6 +78,11 @@ impl RackManagerService {
     /// type, and no credentials over a connection that may not carry them.
     pub(crate) fn admit_nodes(&self, nodes: &[pb::NodeInfo]) -> Result<(), Status> {
         nodes::normalize_node_set(nodes)?;
+        self.admit_credentials(nodes)
+    }
+
+    /// Refuses BMC credentials over a connection that may not carry them.
+    pub(crate) fn admit_credentials(&self, nodes: &[pb::NodeInfo]) -> Result<(), Status> {
         let carries_credentials = nodes.iter().any(|n| {
             n.bmc_endpoint
                 .as_ref()
