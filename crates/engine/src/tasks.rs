@@ -582,7 +582,10 @@ impl TaskManager {
         if let Some(Some(record)) = &rack {
             check_not_decommissioned(req, std::slice::from_ref(record))?;
         }
-        for (_, ids) in components.iter() {
+        // Only a rule that talks to managers about specific components needs
+        // them linked; an ingest registers components not linked yet.
+        let linkage = resolved.definition.requires_linked_targets();
+        for (_, ids) in components.iter().filter(|_| linkage) {
             for id in ids {
                 let linked = rack_components
                     .iter()

@@ -405,5 +405,41 @@ async fn ingest_filters_and_refusals(backend: Backend) {
         .expect_err("no target");
     assert_eq!(err.code(), Code::InvalidArgument);
     assert_eq!(err.message(), "target_spec is required");
+
+    // A rack whose compute tray is not linked yet (no external id): an
+    // ingest takes it, anything else is refused for it.
+    let mut unlinked = common::rack(3, Some(common::fixture_id(3)), 2);
+    unlinked.components[0].component_id = String::new();
+    s.client
+        .create_expected_rack(pb::CreateExpectedRackRequest {
+            rack: Some(unlinked),
+        })
+        .await
+        .unwrap();
+    let id = one(s
+        .client
+        .ingest_rack(pb::IngestRackRequest {
+            target_spec: Some(whole_rack(3)),
+            ..Default::default()
+        })
+        .await
+        .expect("an ingest takes unlinked components")
+        .into_inner()
+        .task_ids);
+    let task = finished(&mut s, id).await;
+    assert_eq!(task.status, pb::TaskStatus::Completed as i32, "{task:#?}");
+    let err = s
+        .client
+        .power_on_rack(pb::PowerOnRackRequest {
+            target_spec: Some(whole_rack(3)),
+            ..Default::default()
+        })
+        .await
+        .expect_err("unlinked");
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(
+        err.message().contains("is not linked to actual inventory"),
+        "{err:?}"
+    );
     s.stop().await;
 }
