@@ -150,6 +150,8 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
         Role::Viewer,
     ),
     ("/rack_manager.RackManager/GetVersion", Role::Viewer),
+    // Power cycles a whole rack, as BatchSetPowerState does per node.
+    ("/rack_manager.RackManager/ExecuteColdReboot", Role::Operator),
     // Standard services both servers carry.
     ("/grpc.health.v1.Health/Check", Role::Viewer),
     ("/grpc.health.v1.Health/Watch", Role::Viewer),
