@@ -335,19 +335,7 @@ const REFERENCE_FLOW_RPCS: &[(&str, &str, &str)] = &[
 
 /// Reference RPCs rackflow does not implement yet: absent from `v1.Flow`
 /// (a client gets UNIMPLEMENTED) until the issue that adds them.
-const NOT_YET_IMPLEMENTED: &[&str] = &[
-    "CreateEventRule",
-    "GetEventRule",
-    "GetEffectiveEventRule",
-    "ListEventRules",
-    "UpdateEventRule",
-    "EnableEventRule",
-    "DisableEventRule",
-    "DeleteEventRule",
-    "CreateEventRuleBinding",
-    "GetEventRuleBinding",
-    "DeleteEventRuleBinding",
-];
+const NOT_YET_IMPLEMENTED: &[&str] = &[];
 
 /// rackflow's own RPCs, on `v1.FlowExtensions`: name, request, response,
 /// (client-streaming, server-streaming).
@@ -435,6 +423,61 @@ const OUR_FIELDS_IN_REFERENCE_MESSAGES: &[(&str, &str, i32)] = &[
 /// Every reference message of `package v1` with its fields ("number name;
 /// …"), from the same spec sections (§A.3–§A.13 and operation-runs §1.3–1.5).
 const REFERENCE_MESSAGES: &[(&str, &str)] = &[
+    // Event rules (A.13).
+    (
+        "EventRule",
+        "1 id; 2 read_only; 3 name; 4 description; 5 enabled; 6 event_type; 7 actions; \
+         8 created_at; 9 updated_at",
+    ),
+    (
+        "EventRuleAction",
+        "1 name; 2 condition; 3 submit_task; 4 send_alert; 5 noop",
+    ),
+    (
+        "EventRuleActionCondition",
+        "1 severities; 2 component_types",
+    ),
+    (
+        "EventRuleSubmitTaskAction",
+        "4 target_strategy; 5 conflict_strategy; 6 description; 7 operation",
+    ),
+    ("EventRuleSendAlertAction", "1 severity; 2 message"),
+    ("EventRuleNoopAction", "1 reason"),
+    ("TaskOperation", "1 power_control; 2 firmware_control"),
+    (
+        "PowerControlTaskOperation",
+        "1 operation; 2 override_readiness_check",
+    ),
+    (
+        "FirmwareControlTaskOperation",
+        "1 operation; 2 target_version; 3 start_time; 4 end_time; 5 sub_targets; \
+         6 override_readiness_check; 7 override_version_check",
+    ),
+    (
+        "CreateEventRuleRequest",
+        "1 name; 2 description; 3 event_type; 4 actions",
+    ),
+    ("GetEventRuleRequest", "1 rule_id"),
+    (
+        "GetEffectiveEventRuleRequest",
+        "1 event_type; 2 rack_id; 3 component_id",
+    ),
+    (
+        "ListEventRulesRequest",
+        "1 event_type; 2 enabled; 3 pagination",
+    ),
+    ("ListEventRulesResponse", "1 rules; 2 total"),
+    ("UpdateEventRuleRequest", "1 rule_id; 2 metadata; 3 actions"),
+    ("EventRuleMetadataUpdate", "1 name; 2 description"),
+    ("EventRuleActionsUpdate", "1 actions"),
+    ("EnableEventRuleRequest", "1 rule_id"),
+    ("DisableEventRuleRequest", "1 rule_id"),
+    ("DeleteEventRuleRequest", "1 rule_id"),
+    ("EventRuleScope", "1 type; 2 id"),
+    ("EventRuleBinding", "1 id; 2 rule_id; 3 event_type; 4 scope"),
+    ("CreateEventRuleBindingRequest", "1 rule_id; 2 scope"),
+    ("GetEventRuleBindingRequest", "1 event_type; 2 scope"),
+    ("DeleteEventRuleBindingRequest", "1 event_type; 2 scope"),
     (
         "ACPowerCycleRackRequest",
         "1 target_spec; 2 description; 3 queue_options; 4 rule_id; 5 override_readiness_check",

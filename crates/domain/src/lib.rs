@@ -16,6 +16,7 @@ pub mod conflict;
 pub mod dispatch;
 pub mod drift;
 pub mod duration;
+pub mod event_rule;
 pub mod inventory;
 pub mod planner;
 pub mod report;

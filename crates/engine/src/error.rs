@@ -90,8 +90,24 @@ pub enum EngineError {
     /// the delete, a purge while tasks run).
     #[error("{0}")]
     InventoryState(String),
+    /// Managing event rules and bindings.
+    #[error(transparent)]
+    EventRule(#[from] EventRuleError),
     #[error(transparent)]
     Store(#[from] rackflow_store::StoreError),
+}
+
+/// Why an event-rule operation failed (the reference's codes: invalid
+/// input, not found, and a built-in mutation or binding conflict as a
+/// failed precondition).
+#[derive(Debug, thiserror::Error)]
+pub enum EventRuleError {
+    #[error(transparent)]
+    Invalid(#[from] rackflow_domain::event_rule::EventRuleInvalid),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Precondition(String),
 }
 
 /// Why a task operation failed. The server maps these to gRPC codes.

@@ -9,6 +9,7 @@ pub mod background;
 pub mod dispatcher;
 mod engine;
 pub mod error;
+pub mod event_rules;
 pub mod executor;
 pub mod inventory;
 pub mod manager;
@@ -25,9 +26,10 @@ pub mod tasks;
 /// depends on the store crate itself.
 pub mod store {
     pub use rackflow_store::{
-        AuditFilter, ComponentFilterQuery, ComponentPatch, DbTarget, InventoryColumn, ListOrder,
-        NvlDomainQuery, PurgeOutcome, RackFilter, RackImport, RackPatch, ResealOutcome,
-        ScheduleFilter, Store, StoreError, TaskFilter, TextFilter, open_store,
+        AuditFilter, BindOutcome, ComponentFilterQuery, ComponentPatch, DbTarget, EventRuleDeleted,
+        EventRuleUpdate, InventoryColumn, ListOrder, NvlDomainQuery, PurgeOutcome, RackFilter,
+        RackImport, RackPatch, ResealOutcome, ScheduleFilter, Store, StoreError, TaskFilter,
+        TextFilter, open_store,
     };
 }
 

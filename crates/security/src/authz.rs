@@ -107,6 +107,18 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("/v1.Flow/DisassociateRuleFromRack", Role::Admin),
     ("/v1.Flow/GetRackRuleAssociation", Role::Viewer),
     ("/v1.Flow/ListRackRuleAssociations", Role::Viewer),
+    // Event rules act on hardware without a person: admins change them.
+    ("/v1.Flow/CreateEventRule", Role::Admin),
+    ("/v1.Flow/GetEventRule", Role::Viewer),
+    ("/v1.Flow/GetEffectiveEventRule", Role::Viewer),
+    ("/v1.Flow/ListEventRules", Role::Viewer),
+    ("/v1.Flow/UpdateEventRule", Role::Admin),
+    ("/v1.Flow/EnableEventRule", Role::Admin),
+    ("/v1.Flow/DisableEventRule", Role::Admin),
+    ("/v1.Flow/DeleteEventRule", Role::Admin),
+    ("/v1.Flow/CreateEventRuleBinding", Role::Admin),
+    ("/v1.Flow/GetEventRuleBinding", Role::Viewer),
+    ("/v1.Flow/DeleteEventRuleBinding", Role::Admin),
     // v1.FlowExtensions (rackflow's own RPCs).
     ("/v1.FlowExtensions/PreviewOperationRun", Role::Viewer),
     ("/v1.FlowExtensions/WatchOperationRun", Role::Viewer),
@@ -151,7 +163,10 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ),
     ("/rack_manager.RackManager/GetVersion", Role::Viewer),
     // Power cycles a whole rack, as BatchSetPowerState does per node.
-    ("/rack_manager.RackManager/ExecuteColdReboot", Role::Operator),
+    (
+        "/rack_manager.RackManager/ExecuteColdReboot",
+        Role::Operator,
+    ),
     // Standard services both servers carry.
     ("/grpc.health.v1.Health/Check", Role::Viewer),
     ("/grpc.health.v1.Health/Watch", Role::Viewer),

@@ -158,6 +158,13 @@ audited_plain!(
     pb::AddTaskScheduleScopeRequest => [schedule_id],
     pb::RemoveTaskScheduleScopeRequest => [scope_id],
     pb::UpdateTaskScheduleScopeRequest => [schedule_id],
+    pb::CreateEventRuleRequest => [],
+    pb::UpdateEventRuleRequest => [rule_id],
+    pb::EnableEventRuleRequest => [rule_id],
+    pb::DisableEventRuleRequest => [rule_id],
+    pb::DeleteEventRuleRequest => [rule_id],
+    pb::CreateEventRuleBindingRequest => [rule_id],
+    pb::DeleteEventRuleBindingRequest => [],
 );
 
 impl AuditedRequest for pb::PatchRackRequest {
@@ -282,6 +289,18 @@ impl AuditedReply for pb::CreateNvlDomainResponse {}
 impl AuditedReply for pb::PatchComponentResponse {}
 impl AuditedReply for pb::CancelTaskResponse {}
 impl AuditedReply for pb::UpdateTaskScheduleScopeResponse {}
+
+impl AuditedReply for pb::EventRule {
+    fn created_ids(&self) -> Vec<String> {
+        id_text(self.id.as_ref())
+    }
+}
+
+impl AuditedReply for pb::EventRuleBinding {
+    fn created_ids(&self) -> Vec<String> {
+        id_text(self.id.as_ref())
+    }
+}
 
 impl AuditedReply for pb::CreateOperationRunResponse {
     fn run_id(&self) -> Option<Uuid> {

@@ -4,11 +4,13 @@
 //! order and with its exact messages; a failure is a [`Invalid`] carrying
 //! the text the client sees with gRPC InvalidArgument.
 
+mod event_rules;
 mod inventory;
 mod runs;
 pub mod schedules;
 mod tasks;
 
+pub use event_rules::*;
 pub use inventory::*;
 pub use runs::*;
 pub use tasks::*;
@@ -79,6 +81,11 @@ pub fn page(pagination: Option<&pb::Pagination>) -> Checked<Page> {
             limit: i64::from(p.limit),
         }),
     }
+}
+
+/// A pagination the reference refuses (`invalid pagination information: …`).
+pub fn invalid_page(detail: &str) -> Invalid {
+    Invalid(format!("invalid pagination information: {detail}"))
 }
 
 /// Saturating conversion for counts that go on the wire as int32.

@@ -8,7 +8,7 @@
 //! correlation id the caller gets.
 
 use rackflow_engine::EngineError;
-use rackflow_engine::error::{LookupKind, ScheduleError, TaskError};
+use rackflow_engine::error::{EventRuleError, LookupKind, ScheduleError, TaskError};
 use rackflow_engine::store::StoreError;
 use tonic::{Code, Status};
 
@@ -65,6 +65,11 @@ fn engine_code(err: &EngineError) -> Code {
         EngineError::StatsGap { .. } => Code::Internal,
         EngineError::Task(t) => task_code(t),
         EngineError::Schedule(s) => schedule_code(s),
+        EngineError::EventRule(e) => match e {
+            EventRuleError::Invalid(_) => Code::InvalidArgument,
+            EventRuleError::NotFound(_) => Code::NotFound,
+            EventRuleError::Precondition(_) => Code::FailedPrecondition,
+        },
         EngineError::Store(s) => store_code(s),
     }
 }

@@ -9,6 +9,7 @@ use rackflow_api::v1::flow_extensions_server::FlowExtensions;
 use rackflow_api::v1::flow_server::Flow;
 use rackflow_engine::audit::AuditTrail;
 use rackflow_engine::dispatcher::Dispatcher;
+use rackflow_engine::event_rules::EventRuleManager;
 use rackflow_engine::inventory::InventoryManager;
 use rackflow_engine::rules::RuleManager;
 use rackflow_engine::runs::RunManager;
@@ -37,6 +38,7 @@ pub struct FlowService {
     pub(crate) guard: Arc<crate::guard::RequestGuard>,
     pub(crate) inventory: InventoryManager,
     pub(crate) rules: RuleManager,
+    pub(crate) event_rules: EventRuleManager,
     pub(crate) runs: RunManager,
     pub(crate) tasks: Arc<TaskManager>,
     pub(crate) dispatcher: Arc<Dispatcher>,
@@ -439,6 +441,100 @@ impl Flow for FlowService {
     ) -> Reply<pb::CancelTaskResponse> {
         self.audited("v1.Flow/CancelTask", req, |q, _| {
             rpc::tasks::cancel_task(&self.tasks, q)
+        })
+        .await
+    }
+
+    // ---- event rules and bindings (rpc::event_rules) ----
+
+    async fn create_event_rule(
+        &self,
+        req: Request<pb::CreateEventRuleRequest>,
+    ) -> Reply<pb::EventRule> {
+        self.audited("v1.Flow/CreateEventRule", req, |q, _| {
+            rpc::event_rules::create(&self.event_rules, q)
+        })
+        .await
+    }
+
+    async fn get_event_rule(&self, req: Request<pb::GetEventRuleRequest>) -> Reply<pb::EventRule> {
+        reply(rpc::event_rules::get(&self.event_rules, req.into_inner()).await)
+    }
+
+    async fn get_effective_event_rule(
+        &self,
+        req: Request<pb::GetEffectiveEventRuleRequest>,
+    ) -> Reply<pb::EventRule> {
+        reply(rpc::event_rules::effective(&self.event_rules, req.into_inner()).await)
+    }
+
+    async fn list_event_rules(
+        &self,
+        req: Request<pb::ListEventRulesRequest>,
+    ) -> Reply<pb::ListEventRulesResponse> {
+        reply(rpc::event_rules::list(&self.event_rules, req.into_inner()).await)
+    }
+
+    async fn update_event_rule(
+        &self,
+        req: Request<pb::UpdateEventRuleRequest>,
+    ) -> Reply<pb::EventRule> {
+        self.audited("v1.Flow/UpdateEventRule", req, |q, _| {
+            rpc::event_rules::update(&self.event_rules, q)
+        })
+        .await
+    }
+
+    async fn enable_event_rule(
+        &self,
+        req: Request<pb::EnableEventRuleRequest>,
+    ) -> Reply<pb::EventRule> {
+        self.audited("v1.Flow/EnableEventRule", req, |q, _| async move {
+            rpc::event_rules::set_enabled(&self.event_rules, q.rule_id.as_ref(), true).await
+        })
+        .await
+    }
+
+    async fn disable_event_rule(
+        &self,
+        req: Request<pb::DisableEventRuleRequest>,
+    ) -> Reply<pb::EventRule> {
+        self.audited("v1.Flow/DisableEventRule", req, |q, _| async move {
+            rpc::event_rules::set_enabled(&self.event_rules, q.rule_id.as_ref(), false).await
+        })
+        .await
+    }
+
+    async fn delete_event_rule(&self, req: Request<pb::DeleteEventRuleRequest>) -> Reply<()> {
+        self.audited("v1.Flow/DeleteEventRule", req, |q, _| {
+            rpc::event_rules::delete(&self.event_rules, q)
+        })
+        .await
+    }
+
+    async fn create_event_rule_binding(
+        &self,
+        req: Request<pb::CreateEventRuleBindingRequest>,
+    ) -> Reply<pb::EventRuleBinding> {
+        self.audited("v1.Flow/CreateEventRuleBinding", req, |q, _| {
+            rpc::event_rules::bind(&self.event_rules, q)
+        })
+        .await
+    }
+
+    async fn get_event_rule_binding(
+        &self,
+        req: Request<pb::GetEventRuleBindingRequest>,
+    ) -> Reply<pb::EventRuleBinding> {
+        reply(rpc::event_rules::binding(&self.event_rules, req.into_inner()).await)
+    }
+
+    async fn delete_event_rule_binding(
+        &self,
+        req: Request<pb::DeleteEventRuleBindingRequest>,
+    ) -> Reply<()> {
+        self.audited("v1.Flow/DeleteEventRuleBinding", req, |q, _| {
+            rpc::event_rules::unbind(&self.event_rules, q)
         })
         .await
     }

@@ -232,6 +232,7 @@ pub async fn serve_with_fleet(
                 .map(|m| m as Arc<dyn rackflow_engine::manager::InventorySource>),
         ),
         rules: RuleManager::new(store.clone()),
+        event_rules: rackflow_engine::event_rules::EventRuleManager::new(store.clone()),
         runs,
         tasks: tasks.clone(),
         dispatcher: dispatcher.clone(),

@@ -8,6 +8,7 @@
 //! [`sqlx_backend!`].
 
 use async_trait::async_trait;
+use rackflow_domain::event_rule::{Binding, EventRule, Scope};
 use rackflow_domain::inventory::{Component, NvlDomain, Observation, OperationalState, Rack};
 use rackflow_domain::rule::{OperationRule, RackRuleAssociation, RuleDefinition};
 use rackflow_domain::run::{
@@ -21,7 +22,7 @@ use crate::{
     AuditFilter, CancelFeed, ComponentFilterQuery, ComponentPatch, LockMode, NvlDomainQuery,
     PurgeOutcome, RackFilter, RackImport, RackPatch, RunLock, ScheduleFilter, ScheduleLock, Store,
     StoreResult, SubmitDecision, SubmitOutcome, TaskFilter, TaskLease, TaskTransition, TaskUpdate,
-    audit, inventory, rules, runs, schedules, secrets, tasks,
+    audit, event_rules, inventory, rules, runs, schedules, secrets, tasks,
 };
 
 /// An open transaction; dropping it without [`Txn::commit`] rolls back
@@ -686,6 +687,58 @@ impl<B: Backend> Store for B {
 
     async fn rule_associations_list(&self, rack_id: Uuid) -> StoreResult<Vec<RackRuleAssociation>> {
         rules::rule_associations_list(self, rack_id).await
+    }
+
+    async fn event_rule_create(&self, rule: &EventRule) -> StoreResult<()> {
+        event_rules::event_rule_create(self, rule).await
+    }
+
+    async fn event_rule_get(&self, id: Uuid) -> StoreResult<Option<EventRule>> {
+        event_rules::event_rule_get(self, id).await
+    }
+
+    async fn event_rule_list(
+        &self,
+        event_type: Option<&str>,
+        enabled: Option<bool>,
+    ) -> StoreResult<Vec<EventRule>> {
+        event_rules::event_rule_list(self, event_type, enabled).await
+    }
+
+    async fn event_rule_update(
+        &self,
+        id: Uuid,
+        update: &crate::EventRuleUpdate,
+    ) -> StoreResult<Option<EventRule>> {
+        event_rules::event_rule_update(self, id, update).await
+    }
+
+    async fn event_rule_delete(&self, id: Uuid) -> StoreResult<crate::EventRuleDeleted> {
+        event_rules::event_rule_delete(self, id).await
+    }
+
+    async fn event_rule_bind(&self, binding: &Binding) -> StoreResult<crate::BindOutcome> {
+        event_rules::event_rule_bind(self, binding).await
+    }
+
+    async fn event_rule_binding_get(
+        &self,
+        event_type: &str,
+        scope: Scope,
+    ) -> StoreResult<Option<Binding>> {
+        event_rules::event_rule_binding_get(self, event_type, scope).await
+    }
+
+    async fn event_rule_unbind(&self, event_type: &str, scope: Scope) -> StoreResult<bool> {
+        event_rules::event_rule_unbind(self, event_type, scope).await
+    }
+
+    async fn event_rules_bound(
+        &self,
+        event_type: &str,
+        rack: Uuid,
+    ) -> StoreResult<(Option<EventRule>, Option<EventRule>)> {
+        event_rules::event_rules_bound(self, event_type, rack).await
     }
 
     async fn schedule_create(

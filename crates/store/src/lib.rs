@@ -30,6 +30,7 @@ use uuid::Uuid;
 mod audit;
 mod backend;
 mod error;
+mod event_rules;
 mod inventory;
 mod postgres;
 mod rules;
@@ -41,6 +42,7 @@ mod sqlite;
 mod tasks;
 
 pub use error::StoreError;
+pub use event_rules::{BindOutcome, EventRuleDeleted, EventRuleUpdate};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -845,6 +847,65 @@ pub trait Store: Send + Sync + 'static {
 
     /// The rack's associations ordered by type, code.
     async fn rule_associations_list(&self, rack_id: Uuid) -> StoreResult<Vec<RackRuleAssociation>>;
+
+    // ---- event rules ------------------------------------------------------
+
+    /// Inserts a persisted event rule.
+    async fn event_rule_create(
+        &self,
+        rule: &rackflow_domain::event_rule::EventRule,
+    ) -> StoreResult<()>;
+
+    async fn event_rule_get(
+        &self,
+        id: Uuid,
+    ) -> StoreResult<Option<rackflow_domain::event_rule::EventRule>>;
+
+    /// Persisted rules matching the filters, ascending id.
+    async fn event_rule_list(
+        &self,
+        event_type: Option<&str>,
+        enabled: Option<bool>,
+    ) -> StoreResult<Vec<rackflow_domain::event_rule::EventRule>>;
+
+    /// Applies `update`; `None` when there is no such rule.
+    async fn event_rule_update(
+        &self,
+        id: Uuid,
+        update: &EventRuleUpdate,
+    ) -> StoreResult<Option<rackflow_domain::event_rule::EventRule>>;
+
+    /// Deletes an unbound rule; a bound one is refused with its bindings.
+    async fn event_rule_delete(&self, id: Uuid) -> StoreResult<EventRuleDeleted>;
+
+    /// Binds a rule to a scope (the binding's event type is the rule's).
+    async fn event_rule_bind(
+        &self,
+        binding: &rackflow_domain::event_rule::Binding,
+    ) -> StoreResult<BindOutcome>;
+
+    async fn event_rule_binding_get(
+        &self,
+        event_type: &str,
+        scope: rackflow_domain::event_rule::Scope,
+    ) -> StoreResult<Option<rackflow_domain::event_rule::Binding>>;
+
+    /// Removes the binding at the scope; false when there was none.
+    async fn event_rule_unbind(
+        &self,
+        event_type: &str,
+        scope: rackflow_domain::event_rule::Scope,
+    ) -> StoreResult<bool>;
+
+    /// The rules bound to `rack` and to the site for `event_type`.
+    async fn event_rules_bound(
+        &self,
+        event_type: &str,
+        rack: Uuid,
+    ) -> StoreResult<(
+        Option<rackflow_domain::event_rule::EventRule>,
+        Option<rackflow_domain::event_rule::EventRule>,
+    )>;
 
     // ---- task schedules ---------------------------------------------------
 

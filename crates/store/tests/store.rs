@@ -217,6 +217,7 @@ both_dialects!(
     rules_crud_and_defaults,
     rule_delete_cascades_and_nulls_applied_rule,
     rule_associations_upsert_get_list_disassociate,
+    event_rules_crud_bindings_and_selection,
 );
 
 // ---- fixtures --------------------------------------------------------------
@@ -5521,4 +5522,239 @@ async fn secrets_reseal_rewrites_every_sealed_envelope(db: &Db) {
         outcome.failures[0].contains(&t.id.to_string()),
         "{outcome:?}"
     );
+}
+
+// ---- event rules -------------------------------------------------------------
+
+fn event_rule(n: u128, name: &str) -> rackflow_domain::event_rule::EventRule {
+    use rackflow_domain::event_rule::{Action, ActionSpec, Condition, LEAK_DETECTED, new_rule};
+    new_rule(
+        id(n),
+        name.to_string(),
+        format!("rule {name}"),
+        LEAK_DETECTED,
+        vec![Action {
+            name: "audit".into(),
+            condition: Condition::default(),
+            spec: ActionSpec::Noop {
+                reason: "record".into(),
+            },
+        }],
+        Utc::now().trunc_subsecs(6),
+    )
+    .unwrap()
+}
+
+async fn event_rules_crud_bindings_and_selection(db: &Db) {
+    use rackflow_domain::event_rule::{Binding, LEAK_DETECTED, Scope};
+    use rackflow_store::{BindOutcome, EventRuleDeleted, EventRuleUpdate};
+    let store = db.store();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    store.rack_create(&rack(2, "r2", None), &[]).await.unwrap();
+    let (a, b) = (event_rule(0xA, "a"), event_rule(0xB, "b"));
+    store.event_rule_create(&b).await.unwrap();
+    store.event_rule_create(&a).await.unwrap();
+    assert_eq!(store.event_rule_get(a.id).await.unwrap(), Some(a.clone()));
+    assert_eq!(store.event_rule_get(id(0xF404)).await.unwrap(), None);
+    let ids = |rules: Vec<rackflow_domain::event_rule::EventRule>| {
+        rules.into_iter().map(|r| r.id).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(store.event_rule_list(None, None).await.unwrap()),
+        [a.id, b.id]
+    );
+    assert!(
+        store
+            .event_rule_list(None, Some(true))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .event_rule_list(Some("other.type"), None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Updates: metadata, actions, enabled.
+    let renamed = store
+        .event_rule_update(
+            a.id,
+            &EventRuleUpdate::Metadata {
+                name: "a2".into(),
+                description: String::new(),
+            },
+        )
+        .await
+        .unwrap()
+        .expect("updated");
+    assert_eq!(
+        (renamed.name.as_str(), renamed.description.as_str()),
+        ("a2", "")
+    );
+    assert!(renamed.updated_at >= renamed.created_at);
+    let enabled = store
+        .event_rule_update(a.id, &EventRuleUpdate::Enabled(true))
+        .await
+        .unwrap()
+        .expect("enabled");
+    assert!(enabled.enabled);
+    let actions = b.actions.iter().cloned().chain(a.actions.iter().map(|x| {
+        let mut x = x.clone();
+        x.name = "second".into();
+        x
+    }));
+    let replaced = store
+        .event_rule_update(b.id, &EventRuleUpdate::Actions(actions.collect()))
+        .await
+        .unwrap()
+        .expect("replaced");
+    assert_eq!(replaced.actions.len(), 2);
+    assert_eq!(
+        store
+            .event_rule_update(id(0xF404), &EventRuleUpdate::Enabled(true))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        ids(store
+            .event_rule_list(Some(LEAK_DETECTED), Some(true))
+            .await
+            .unwrap()),
+        [a.id]
+    );
+
+    // Bindings: scopes, conflicts, mixing, unknown racks and rules.
+    let bind = |n: u128, rule: Uuid, scope: Scope| Binding {
+        id: id(n),
+        rule_id: rule,
+        event_type: "ignored: the rule's".into(),
+        scope,
+    };
+    let created = match store
+        .event_rule_bind(&bind(0x100, a.id, Scope::Rack(id(1))))
+        .await
+        .unwrap()
+    {
+        BindOutcome::Created(binding) => binding,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(created.event_type, LEAK_DETECTED);
+    assert!(matches!(
+        store.event_rule_bind(&bind(0x101, b.id, Scope::Rack(id(1)))).await.unwrap(),
+        BindOutcome::ScopeTaken(taken) if taken.rule_id == a.id
+    ));
+    assert!(matches!(
+        store.event_rule_bind(&bind(0x102, a.id, Scope::Site)).await.unwrap(),
+        BindOutcome::MixedScopes(existing) if existing.scope == Scope::Rack(id(1))
+    ));
+    assert_eq!(
+        store
+            .event_rule_bind(&bind(0x103, a.id, Scope::Rack(id(404))))
+            .await
+            .unwrap(),
+        BindOutcome::RackNotFound
+    );
+    assert_eq!(
+        store
+            .event_rule_bind(&bind(0x104, id(0xF404), Scope::Site))
+            .await
+            .unwrap(),
+        BindOutcome::RuleNotFound
+    );
+    assert!(matches!(
+        store
+            .event_rule_bind(&bind(0x105, a.id, Scope::Rack(id(2))))
+            .await
+            .unwrap(),
+        BindOutcome::Created(_)
+    ));
+    assert!(matches!(
+        store
+            .event_rule_bind(&bind(0x106, b.id, Scope::Site))
+            .await
+            .unwrap(),
+        BindOutcome::Created(_)
+    ));
+    assert_eq!(db.count("event_rule_bindings").await, 3);
+    assert_eq!(
+        store
+            .event_rule_binding_get(LEAK_DETECTED, Scope::Rack(id(1)))
+            .await
+            .unwrap()
+            .map(|b| (b.id, b.rule_id)),
+        Some((id(0x100), a.id))
+    );
+    assert_eq!(
+        store
+            .event_rule_binding_get(LEAK_DETECTED, Scope::Site)
+            .await
+            .unwrap()
+            .map(|b| b.rule_id),
+        Some(b.id)
+    );
+    let (rack_bound, site_bound) = store.event_rules_bound(LEAK_DETECTED, id(1)).await.unwrap();
+    assert_eq!(rack_bound.map(|r| r.id), Some(a.id));
+    assert_eq!(site_bound.map(|r| r.id), Some(b.id));
+    let (rack_bound, site_bound) = store.event_rules_bound(LEAK_DETECTED, id(3)).await.unwrap();
+    assert_eq!((rack_bound, site_bound.map(|r| r.id)), (None, Some(b.id)));
+
+    // A bound rule is not deleted; unbinding frees it.
+    match store.event_rule_delete(a.id).await.unwrap() {
+        EventRuleDeleted::Bound(bindings) => assert_eq!(bindings.len(), 2),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        store
+            .event_rule_unbind(LEAK_DETECTED, Scope::Rack(id(1)))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .event_rule_unbind(LEAK_DETECTED, Scope::Rack(id(1)))
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .event_rule_unbind(LEAK_DETECTED, Scope::Rack(id(2)))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.event_rule_delete(a.id).await.unwrap(),
+        EventRuleDeleted::Deleted
+    );
+    assert_eq!(
+        store.event_rule_delete(a.id).await.unwrap(),
+        EventRuleDeleted::NotFound
+    );
+    // Purging a rack removes its bindings.
+    assert!(matches!(
+        store
+            .event_rule_bind(&bind(0x107, b.id, Scope::Rack(id(2))))
+            .await
+            .unwrap(),
+        BindOutcome::MixedScopes(_)
+    ));
+    assert!(
+        store
+            .event_rule_unbind(LEAK_DETECTED, Scope::Site)
+            .await
+            .unwrap()
+    );
+    assert!(matches!(
+        store
+            .event_rule_bind(&bind(0x108, b.id, Scope::Rack(id(2))))
+            .await
+            .unwrap(),
+        BindOutcome::Created(_)
+    ));
+    store.rack_soft_delete(id(2)).await.unwrap();
+    store.rack_purge(id(2)).await.unwrap();
+    assert_eq!(db.count("event_rule_bindings").await, 0);
 }

@@ -635,6 +635,87 @@ impl Store for ObservedStore {
         self.inner.rule_associations_list(rack_id).await
     }
 
+    async fn event_rule_create(
+        &self,
+        rule: &rackflow_domain::event_rule::EventRule,
+    ) -> StoreResult<()> {
+        let result = self.inner.event_rule_create(rule).await;
+        self.changed();
+        result
+    }
+
+    async fn event_rule_get(
+        &self,
+        id: Uuid,
+    ) -> StoreResult<Option<rackflow_domain::event_rule::EventRule>> {
+        self.inner.event_rule_get(id).await
+    }
+
+    async fn event_rule_list(
+        &self,
+        event_type: Option<&str>,
+        enabled: Option<bool>,
+    ) -> StoreResult<Vec<rackflow_domain::event_rule::EventRule>> {
+        self.inner.event_rule_list(event_type, enabled).await
+    }
+
+    async fn event_rule_update(
+        &self,
+        id: Uuid,
+        update: &rackflow_engine::store::EventRuleUpdate,
+    ) -> StoreResult<Option<rackflow_domain::event_rule::EventRule>> {
+        let result = self.inner.event_rule_update(id, update).await;
+        self.changed();
+        result
+    }
+
+    async fn event_rule_delete(
+        &self,
+        id: Uuid,
+    ) -> StoreResult<rackflow_engine::store::EventRuleDeleted> {
+        let result = self.inner.event_rule_delete(id).await;
+        self.changed();
+        result
+    }
+
+    async fn event_rule_bind(
+        &self,
+        binding: &rackflow_domain::event_rule::Binding,
+    ) -> StoreResult<rackflow_engine::store::BindOutcome> {
+        let result = self.inner.event_rule_bind(binding).await;
+        self.changed();
+        result
+    }
+
+    async fn event_rule_binding_get(
+        &self,
+        event_type: &str,
+        scope: rackflow_domain::event_rule::Scope,
+    ) -> StoreResult<Option<rackflow_domain::event_rule::Binding>> {
+        self.inner.event_rule_binding_get(event_type, scope).await
+    }
+
+    async fn event_rule_unbind(
+        &self,
+        event_type: &str,
+        scope: rackflow_domain::event_rule::Scope,
+    ) -> StoreResult<bool> {
+        let result = self.inner.event_rule_unbind(event_type, scope).await;
+        self.changed();
+        result
+    }
+
+    async fn event_rules_bound(
+        &self,
+        event_type: &str,
+        rack: Uuid,
+    ) -> StoreResult<(
+        Option<rackflow_domain::event_rule::EventRule>,
+        Option<rackflow_domain::event_rule::EventRule>,
+    )> {
+        self.inner.event_rules_bound(event_type, rack).await
+    }
+
     async fn schedule_create(
         &self,
         schedule: &rackflow_domain::schedule::TaskSchedule,

@@ -6,6 +6,7 @@
 //! status through the one mapping in `error.rs`.
 
 pub(crate) mod audit;
+pub(crate) mod event_rules;
 pub(crate) mod inventory;
 pub(crate) mod rules;
 pub(crate) mod runs;

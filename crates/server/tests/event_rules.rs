@@ -1,0 +1,516 @@
+//! The 11 event-rule RPCs (issue 34) through the real gRPC API, on SQLite
+//! and PostgreSQL: creation (always disabled) with the reference's
+//! validation, listing (persisted, then the built-in, ascending id, paged),
+//! updates, enable / disable, bindings to the site and to racks with their
+//! conflicts, the effective rule of a rack or component (rack binding >
+//! site binding > built-in, disabled rules skipped), deletion, and the
+//! built-in's immutability.
+
+// Test helpers may unwrap: the panic is the failure report (the workspace
+// denies unwrap_used for code input can reach).
+#![allow(clippy::unwrap_used)]
+
+use rackflow_testkit as common;
+use rackflow_testkit::both_stores;
+
+use common::{Backend, TestServer, fixture_fleet, fixture_id, uuid};
+use rackflow_api::v1 as pb;
+use tonic::Code;
+
+both_stores!(
+    rules_are_created_disabled_validated_listed_and_updated,
+    bindings_decide_the_effective_rule,
+);
+
+const LEAK: &str = "hardware.leak.detected";
+const BUILTIN: &str = "f34b87f7-cb1b-4b08-aa51-30c0b3b58680";
+
+fn noop(name: &str) -> pb::EventRuleAction {
+    pb::EventRuleAction {
+        name: name.into(),
+        condition: Some(pb::EventRuleActionCondition {
+            severities: vec![pb::EventRuleSeverity::Critical as i32],
+            component_types: Vec::new(),
+        }),
+        spec: Some(pb::event_rule_action::Spec::Noop(pb::EventRuleNoopAction {
+            reason: "audit only".into(),
+        })),
+    }
+}
+
+/// A force power-off action (with the empty condition the server echoes).
+fn power_off(name: &str, strategy: pb::EventRuleTargetStrategy) -> pb::EventRuleAction {
+    pb::EventRuleAction {
+        name: name.into(),
+        condition: Some(pb::EventRuleActionCondition::default()),
+        spec: Some(pb::event_rule_action::Spec::SubmitTask(
+            pb::EventRuleSubmitTaskAction {
+                target_strategy: strategy as i32,
+                conflict_strategy: pb::EventRuleConflictStrategy::Queue as i32,
+                description: "Leakage response".into(),
+                operation: Some(pb::TaskOperation {
+                    operation: Some(pb::task_operation::Operation::PowerControl(
+                        pb::PowerControlTaskOperation {
+                            operation: pb::PowerControlOperation::ForcePowerOff as i32,
+                            override_readiness_check: false,
+                        },
+                    )),
+                }),
+            },
+        )),
+    }
+}
+
+fn create(name: &str, actions: Vec<pb::EventRuleAction>) -> pb::CreateEventRuleRequest {
+    pb::CreateEventRuleRequest {
+        name: name.into(),
+        description: format!("{name} rule"),
+        event_type: LEAK.into(),
+        actions,
+    }
+}
+
+fn rule_id(rule: &pb::EventRule) -> Option<pb::Uuid> {
+    rule.id.clone()
+}
+
+fn rack_scope(n: u32) -> pb::EventRuleScope {
+    pb::EventRuleScope {
+        r#type: pb::EventRuleScopeType::Rack as i32,
+        id: Some(uuid(fixture_id(n))),
+    }
+}
+
+fn site_scope() -> pb::EventRuleScope {
+    pb::EventRuleScope {
+        r#type: pb::EventRuleScopeType::Site as i32,
+        id: None,
+    }
+}
+
+async fn effective_for_rack(s: &TestServer, n: u32) -> pb::EventRule {
+    s.client
+        .clone()
+        .get_effective_event_rule(pb::GetEffectiveEventRuleRequest {
+            event_type: LEAK.into(),
+            target: Some(pb::get_effective_event_rule_request::Target::RackId(uuid(
+                fixture_id(n),
+            ))),
+        })
+        .await
+        .expect("effective rule")
+        .into_inner()
+}
+
+async fn rules_are_created_disabled_validated_listed_and_updated(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    // Created disabled, not read-only, with its actions as given.
+    let created = s
+        .client
+        .create_event_rule(create(
+            "Leak audit",
+            vec![
+                noop("record_leak"),
+                power_off("power_off_rack", pb::EventRuleTargetStrategy::Rack),
+            ],
+        ))
+        .await
+        .expect("create")
+        .into_inner();
+    assert!(!created.enabled && !created.read_only);
+    assert_eq!(created.event_type, LEAK);
+    assert_eq!(created.actions.len(), 2);
+    assert_eq!(
+        created.actions[1],
+        power_off("power_off_rack", pb::EventRuleTargetStrategy::Rack)
+    );
+    assert!(created.created_at.is_some() && created.updated_at.is_some());
+
+    // The reference's validation, as InvalidArgument naming the problem.
+    let refused = |req: pb::CreateEventRuleRequest| {
+        let mut client = s.client.clone();
+        async move { client.create_event_rule(req).await.expect_err("refused") }
+    };
+    for (req, text) in [
+        (
+            pb::CreateEventRuleRequest {
+                event_type: "hardware.fire.detected".into(),
+                ..create("x", vec![noop("a")])
+            },
+            "unsupported event type",
+        ),
+        (create(" x", vec![noop("a")]), "whitespace"),
+        (create("x", Vec::new()), "at least one action"),
+        (create("x", vec![noop("a"), noop("a")]), "used twice"),
+        (create("x", vec![noop("Not_Snake")]), "lower_snake_case"),
+        (
+            create(
+                "x",
+                vec![pb::EventRuleAction {
+                    spec: None,
+                    ..noop("a")
+                }],
+            ),
+            "action spec is required",
+        ),
+        (
+            create(
+                "x",
+                vec![power_off("a", pb::EventRuleTargetStrategy::Unspecified)],
+            ),
+            "unknown event rule target strategy",
+        ),
+    ] {
+        let err = refused(req).await;
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains(text), "{text}: {err:?}");
+    }
+
+    // Listing: persisted rules first, then the built-in; filters and pages.
+    let second = s
+        .client
+        .create_event_rule(create("Second", vec![noop("record")]))
+        .await
+        .unwrap()
+        .into_inner();
+    let list = |event_type: Option<&str>, enabled: Option<bool>, page: Option<(i32, i32)>| {
+        let mut client = s.client.clone();
+        let req = pb::ListEventRulesRequest {
+            event_type: event_type.map(str::to_string),
+            enabled,
+            pagination: page.map(|(offset, limit)| pb::Pagination { offset, limit }),
+        };
+        async move { client.list_event_rules(req).await }
+    };
+    let all = list(None, None, None).await.unwrap().into_inner();
+    assert_eq!(all.total, 3);
+    let ids: Vec<String> = all.rules.iter().map(|r| r.id.clone().unwrap().id).collect();
+    let mut persisted = [
+        created.id.clone().unwrap().id,
+        second.id.clone().unwrap().id,
+    ];
+    persisted.sort();
+    assert_eq!(
+        ids,
+        [persisted[0].clone(), persisted[1].clone(), BUILTIN.into()]
+    );
+    assert!(all.rules[2].read_only && all.rules[2].enabled);
+    let enabled_only = list(Some(LEAK), Some(true), None)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((enabled_only.total, enabled_only.rules.len()), (1, 1));
+    let page = list(None, None, Some((1, 1))).await.unwrap().into_inner();
+    assert_eq!(page.total, 3);
+    assert_eq!(page.rules[0].id.clone().unwrap().id, persisted[1]);
+    let err = list(None, None, Some((0, 0))).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("limit must be positive"), "{err:?}");
+    let err = list(Some("nope"), None, None).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+
+    // Updates: metadata replaces name and description; actions the list.
+    let updated = s
+        .client
+        .update_event_rule(pb::UpdateEventRuleRequest {
+            rule_id: rule_id(&second),
+            update: Some(pb::update_event_rule_request::Update::Metadata(
+                pb::EventRuleMetadataUpdate {
+                    name: "Renamed".into(),
+                    description: String::new(),
+                },
+            )),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (updated.name.as_str(), updated.description.as_str()),
+        ("Renamed", "")
+    );
+    let updated = s
+        .client
+        .update_event_rule(pb::UpdateEventRuleRequest {
+            rule_id: rule_id(&second),
+            update: Some(pb::update_event_rule_request::Update::Actions(
+                pb::EventRuleActionsUpdate {
+                    actions: vec![noop("first"), noop("second")],
+                },
+            )),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(updated.actions.len(), 2);
+    let enabled = s
+        .client
+        .enable_event_rule(pb::EnableEventRuleRequest {
+            rule_id: rule_id(&second),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(enabled.enabled);
+    let disabled = s
+        .client
+        .disable_event_rule(pb::DisableEventRuleRequest {
+            rule_id: rule_id(&second),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!disabled.enabled);
+
+    // The built-in: readable, immutable (FailedPrecondition).
+    let builtin_id = Some(pb::Uuid { id: BUILTIN.into() });
+    let builtin = s
+        .client
+        .get_event_rule(pb::GetEventRuleRequest {
+            rule_id: builtin_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(builtin.name, "Default leakage response");
+    assert!(builtin.created_at.is_none());
+    assert_eq!(
+        builtin.actions,
+        [power_off(
+            "power_off_affected_components",
+            pb::EventRuleTargetStrategy::AffectedComponents
+        )]
+    );
+    let err = s
+        .client
+        .disable_event_rule(pb::DisableEventRuleRequest {
+            rule_id: builtin_id.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    let err = s
+        .client
+        .delete_event_rule(pb::DeleteEventRuleRequest {
+            rule_id: builtin_id.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+
+    // Delete; then it is gone.
+    s.client
+        .delete_event_rule(pb::DeleteEventRuleRequest {
+            rule_id: rule_id(&second),
+        })
+        .await
+        .expect("delete");
+    let err = s
+        .client
+        .get_event_rule(pb::GetEventRuleRequest {
+            rule_id: rule_id(&second),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let err = s
+        .client
+        .get_event_rule(pb::GetEventRuleRequest { rule_id: None })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+
+    // Mutations are in the audit trail.
+    let events = s
+        .extensions()
+        .list_audit_events(pb::ListAuditEventsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .events;
+    for action in [
+        "v1.Flow/CreateEventRule",
+        "v1.Flow/UpdateEventRule",
+        "v1.Flow/EnableEventRule",
+        "v1.Flow/DeleteEventRule",
+    ] {
+        assert!(
+            events.iter().any(|e| e.action == action),
+            "{action} not audited: {events:#?}"
+        );
+    }
+    s.stop().await;
+}
+
+async fn bindings_decide_the_effective_rule(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 2).await;
+    // No rule of ours: the built-in acts.
+    assert_eq!(effective_for_rack(&s, 1).await.id.unwrap().id, BUILTIN);
+
+    let rack_rule = s
+        .client
+        .create_event_rule(create("Rack rule", vec![noop("a")]))
+        .await
+        .unwrap()
+        .into_inner();
+    let site_rule = s
+        .client
+        .create_event_rule(create("Site rule", vec![noop("a")]))
+        .await
+        .unwrap()
+        .into_inner();
+    let bind = |rule: &pb::EventRule, scope: pb::EventRuleScope| {
+        let mut client = s.client.clone();
+        let req = pb::CreateEventRuleBindingRequest {
+            rule_id: rule_id(rule),
+            scope: Some(scope),
+        };
+        async move { client.create_event_rule_binding(req).await }
+    };
+    let binding = bind(&rack_rule, rack_scope(1)).await.unwrap().into_inner();
+    assert_eq!(binding.event_type, LEAK);
+    assert_eq!(binding.scope, Some(rack_scope(1)));
+    bind(&site_rule, site_scope()).await.unwrap();
+
+    // Conflicts and bad scopes.
+    // A taken scope names the rule that holds it.
+    let err = bind(&site_rule, rack_scope(1)).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(
+        err.message().contains(&rack_rule.id.clone().unwrap().id),
+        "{err:?}"
+    );
+    let err = bind(&rack_rule, site_scope()).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("already has"), "{err:?}");
+    // A site-bound rule is not bound to a free rack as well.
+    let err = bind(&site_rule, rack_scope(2)).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("not both"), "{err:?}");
+    let err = bind(&rack_rule, rack_scope(99)).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    let builtin = pb::EventRule {
+        id: Some(pb::Uuid { id: BUILTIN.into() }),
+        ..Default::default()
+    };
+    let err = bind(&builtin, rack_scope(2)).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    let err = bind(
+        &rack_rule,
+        pb::EventRuleScope {
+            id: Some(uuid(fixture_id(2))),
+            ..site_scope()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+
+    // Both bound but disabled: the built-in still acts.
+    assert_eq!(effective_for_rack(&s, 1).await.id.unwrap().id, BUILTIN);
+    // The site rule enabled: it acts for every rack...
+    let enable = |rule: &pb::EventRule| {
+        let mut client = s.client.clone();
+        let req = pb::EnableEventRuleRequest {
+            rule_id: rule_id(rule),
+        };
+        async move { client.enable_event_rule(req).await.unwrap() }
+    };
+    enable(&site_rule).await;
+    assert_eq!(effective_for_rack(&s, 1).await.id, site_rule.id);
+    assert_eq!(effective_for_rack(&s, 2).await.id, site_rule.id);
+    // ...until the rack rule is enabled, which wins on its rack.
+    enable(&rack_rule).await;
+    assert_eq!(effective_for_rack(&s, 1).await.id, rack_rule.id);
+    assert_eq!(effective_for_rack(&s, 2).await.id, site_rule.id);
+    // A component resolves to its rack.
+    let component = s
+        .client
+        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
+            id: Some(uuid(fixture_id(1))),
+            with_components: true,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rack
+        .unwrap()
+        .components
+        .remove(0)
+        .info
+        .unwrap()
+        .id;
+    let by_component = s
+        .client
+        .get_effective_event_rule(pb::GetEffectiveEventRuleRequest {
+            event_type: LEAK.into(),
+            target: Some(pb::get_effective_event_rule_request::Target::ComponentId(
+                component.unwrap(),
+            )),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(by_component.id, rack_rule.id);
+    let err = s
+        .client
+        .get_effective_event_rule(pb::GetEffectiveEventRuleRequest {
+            event_type: LEAK.into(),
+            target: Some(pb::get_effective_event_rule_request::Target::RackId(uuid(
+                fixture_id(99),
+            ))),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+
+    // Get and delete bindings by (event type, scope); a bound rule is not
+    // deleted.
+    let got = s
+        .client
+        .get_event_rule_binding(pb::GetEventRuleBindingRequest {
+            event_type: LEAK.into(),
+            scope: Some(rack_scope(1)),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.rule_id, rack_rule.id);
+    let err = s
+        .client
+        .delete_event_rule(pb::DeleteEventRuleRequest {
+            rule_id: rule_id(&rack_rule),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("bindings first"), "{err:?}");
+    s.client
+        .delete_event_rule_binding(pb::DeleteEventRuleBindingRequest {
+            event_type: LEAK.into(),
+            scope: Some(rack_scope(1)),
+        })
+        .await
+        .expect("unbind");
+    let err = s
+        .client
+        .get_event_rule_binding(pb::GetEventRuleBindingRequest {
+            event_type: LEAK.into(),
+            scope: Some(rack_scope(1)),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert_eq!(effective_for_rack(&s, 1).await.id, site_rule.id);
+    s.client
+        .delete_event_rule(pb::DeleteEventRuleRequest {
+            rule_id: rule_id(&rack_rule),
+        })
+        .await
+        .expect("delete the unbound rule");
+    s.stop().await;
+}
