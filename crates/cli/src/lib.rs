@@ -19,6 +19,7 @@ pub mod control;
 pub mod demo;
 pub mod diagnose;
 pub mod drift;
+pub mod event_rule;
 pub mod fleet;
 pub mod lifecycle;
 pub mod ops;
@@ -128,6 +129,10 @@ pub enum Command {
     /// Manage operation rules and their rack associations.
     #[command(subcommand)]
     Rule(rule::RuleCommand),
+    /// Event rules: what Flow does on its own when hardware reports an event
+    /// (a coolant leak), and their site and rack bindings.
+    #[command(subcommand)]
+    EventRule(event_rule::EventRuleCommand),
     /// Task schedules: run an operation on persistent rack scopes at an
     /// interval, on a cron schedule or once.
     #[command(subcommand)]
@@ -495,6 +500,7 @@ async fn run_command(
             task::run_watch(server, id, interval, output).await
         }
         Command::Rule(command) => rule::run(server, &command, output).await,
+        Command::EventRule(command) => event_rule::run(server, &command, output).await,
         Command::Schedule(command) => schedule::run(server, &command, output).await,
         Command::Rms(command) => rms::run(&command, server, output).await,
         Command::Audit(AuditCommand::List(args)) => audit::run_list(server, &args, output).await,

@@ -694,3 +694,80 @@ fn rule_load_then_rule_list() {
     std::fs::remove_file(&bad).ok();
     std::fs::remove_file(&file).ok();
 }
+
+/// `rackflow event-rule …`: create from an actions file (disabled), bind to
+/// a rack, enable, see it effective there (and the built-in elsewhere),
+/// list, unbind, delete.
+#[test]
+fn event_rules_from_create_to_delete() {
+    let server = Server::start();
+    let s = Some(server.addr);
+    let racks = import_fleet(s, 2);
+    let rack_1 = racks[0]["id"].as_str().unwrap().to_string();
+    let rack_2 = racks[1]["id"].as_str().unwrap().to_string();
+    let actions = temp_path("actions.yaml");
+    std::fs::write(
+        &actions,
+        "- name: power_off_rack\n  spec:\n    kind: submit_task\n    operation: {type: power_control, code: force_power_off}\n    target_strategy: rack\n    conflict_strategy: queue\n    description: leak on this rack\n",
+    )
+    .unwrap();
+    let created = rackflow(
+        s,
+        &[
+            "event-rule",
+            "create",
+            "--name",
+            "Rack leak response",
+            "--actions",
+            path_str(&actions),
+            "-o",
+            "json",
+        ],
+    )
+    .ok()
+    .json();
+    assert_eq!(created["enabled"], false);
+    assert_eq!(created["actions"][0]["spec"]["target_strategy"], "rack");
+    let id = created["id"].as_str().unwrap().to_string();
+    rackflow(s, &["event-rule", "bind", &id, "--rack", &rack_1]).ok();
+    rackflow(s, &["event-rule", "enable", &id]).ok();
+    let effective = |rack: &str| {
+        rackflow(
+            s,
+            &["event-rule", "effective", "--rack", rack, "-o", "json"],
+        )
+        .ok()
+        .json()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(effective(&rack_1), id);
+    assert_eq!(effective(&rack_2), "f34b87f7-cb1b-4b08-aa51-30c0b3b58680");
+    let list = rackflow(s, &["event-rule", "list"]).ok();
+    assert!(
+        list.stdout.contains("Rack leak response"),
+        "{}",
+        list.stdout
+    );
+    assert!(
+        list.stdout.contains("Default leakage response"),
+        "{}",
+        list.stdout
+    );
+    // A bound rule is not deleted; unbound, it is.
+    let refused = rackflow(s, &["event-rule", "delete", &id]);
+    assert_ne!(refused.code, Some(0));
+    assert!(
+        refused.stderr.contains("bindings first"),
+        "{}",
+        refused.stderr
+    );
+    rackflow(s, &["event-rule", "unbind", "--rack", &rack_1]).ok();
+    rackflow(s, &["event-rule", "delete", &id]).ok();
+    let missing = rackflow(s, &["event-rule", "get", &id]);
+    assert_ne!(missing.code, Some(0));
+    // Neither or both scopes: refused by the command line.
+    assert_ne!(rackflow(s, &["event-rule", "bind", &id]).code, Some(0));
+    std::fs::remove_file(&actions).ok();
+}

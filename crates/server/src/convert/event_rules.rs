@@ -246,7 +246,8 @@ fn pb_operation(op: &TaskOperation) -> pb::TaskOperation {
     }
 }
 
-fn pb_action(a: &Action) -> pb::EventRuleAction {
+/// One action on the wire.
+pub fn pb_event_rule_action(a: &Action) -> pb::EventRuleAction {
     use pb::event_rule_action::Spec;
     let spec = match &a.spec {
         ActionSpec::SubmitTask {
@@ -293,7 +294,7 @@ pub fn pb_event_rule(rule: &EventRule) -> pb::EventRule {
         description: rule.description.clone(),
         enabled: rule.enabled,
         event_type: rule.event_type.clone(),
-        actions: rule.actions.iter().map(pb_action).collect(),
+        actions: rule.actions.iter().map(pb_event_rule_action).collect(),
         created_at: rule.created_at.map(timestamp),
         updated_at: rule.updated_at.map(timestamp),
     }
@@ -364,11 +365,11 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
-        assert_eq!(pb_action(&actions[0]), power(force_off));
+        assert_eq!(pb_event_rule_action(&actions[0]), power(force_off));
         // Every power operation maps to its task code and back.
         for n in 1..=8 {
             let a = event_rule_actions(&[power(n)]).unwrap();
-            assert_eq!(pb_action(&a[0]), power(n));
+            assert_eq!(pb_event_rule_action(&a[0]), power(n));
         }
         let err = |a: pb::EventRuleAction| event_rule_actions(&[a]).unwrap_err().0;
         assert!(err(power(0)).contains("unsupported power control operation"));
