@@ -429,16 +429,8 @@ async fn bindings_decide_the_effective_rule(backend: Backend) {
     assert_eq!(effective_for_rack(&s, 2).await.id, site_rule.id);
     // A component resolves to its rack.
     let component = s
-        .client
-        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
-            id: Some(uuid(fixture_id(1))),
-            with_components: true,
-        })
+        .rack(fixture_id(1), true)
         .await
-        .unwrap()
-        .into_inner()
-        .rack
-        .unwrap()
         .components
         .remove(0)
         .info

@@ -214,17 +214,7 @@ async fn nvlink_domain_views_show_members_phase_and_labels(backend: Backend) {
     assert!(bad.message().contains("NAME_ASC or NAME_DESC"), "{bad:?}");
 
     // Racks and components name their domain.
-    let rack = s
-        .client
-        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
-            id: Some(uuid(fixture_id(3))),
-            with_components: true,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .rack
-        .unwrap();
+    let rack = s.rack(fixture_id(3), true).await;
     assert_eq!(rack.nvl_domain_external_ids, ["group-b"]);
     for c in &rack.components {
         assert_eq!(

@@ -16,7 +16,7 @@ use std::time::Duration;
 use rackflow_testkit as common;
 use rackflow_testkit::both_stores;
 
-use common::{Backend, TestServer, fixture_id, uuid, whole_rack};
+use common::{Backend, TestServer, fixture_id, whole_rack};
 use rackflow_api::rack_manager as rmpb;
 use rackflow_api::v1 as pb;
 use rackflow_engine::manager::rms_lifecycle::ColdRebootSettings;
@@ -103,16 +103,7 @@ async fn create_rack(flow: &mut TestServer, without_bmc: Option<&str>) {
 }
 
 async fn rack(flow: &mut TestServer) -> pb::Rack {
-    flow.client
-        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
-            id: Some(uuid(fixture_id(1))),
-            with_components: false,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .rack
-        .unwrap()
+    flow.rack(fixture_id(1), false).await
 }
 
 fn one(ids: Vec<pb::Uuid>) -> Uuid {
@@ -341,18 +332,7 @@ async fn lifecycle_faults_fail_the_task_naming_component_and_stage(backend: Back
         task.message
     );
     // Give the tray its address.
-    let components = flow
-        .client
-        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
-            id: Some(uuid(fixture_id(1))),
-            with_components: true,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .rack
-        .unwrap()
-        .components;
+    let components = flow.rack(fixture_id(1), true).await.components;
     let tray = components
         .iter()
         .find(|c| c.component_id == COMPUTES[1])

@@ -250,18 +250,23 @@ pub(crate) async fn event_rule_delete<B: Backend>(
     Ok(EventRuleDeleted::Deleted)
 }
 
-async fn binding_at<T: Txn>(
-    tx: &mut T,
-    event_type: &str,
-    scope: Scope,
-) -> StoreResult<Option<Binding>> {
+/// The binding at `(event_type, scope)`.
+fn binding_query(event_type: &str, scope: Scope) -> Sql {
     let mut sql = Sql::default();
     let t = sql.bind(event_type);
     let at = scope_condition(&mut sql, scope);
     sql.push(&format!(
         "SELECT {BINDING_COLUMNS} FROM event_rule_bindings WHERE event_type = {t} AND {at}"
     ));
-    tx.fetch_all(sql)
+    sql
+}
+
+async fn binding_at<T: Txn>(
+    tx: &mut T,
+    event_type: &str,
+    scope: Scope,
+) -> StoreResult<Option<Binding>> {
+    tx.fetch_all(binding_query(event_type, scope))
         .await?
         .first()
         .map(binding_from_row)
@@ -348,14 +353,8 @@ pub(crate) async fn event_rule_binding_get<B: Backend>(
     event_type: &str,
     scope: Scope,
 ) -> StoreResult<Option<Binding>> {
-    let mut sql = Sql::default();
-    let t = sql.bind(event_type);
-    let at = scope_condition(&mut sql, scope);
-    sql.push(&format!(
-        "SELECT {BINDING_COLUMNS} FROM event_rule_bindings WHERE event_type = {t} AND {at}"
-    ));
     backend
-        .fetch_all(sql)
+        .fetch_all(binding_query(event_type, scope))
         .await?
         .first()
         .map(binding_from_row)

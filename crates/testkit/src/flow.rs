@@ -115,6 +115,22 @@ impl TestServer {
         self.changes.waiter(what, deadline)
     }
 
+    /// Rack `id` as `GetRackInfoByID` answers it, with its components when
+    /// asked (panics when it is unknown).
+    pub async fn rack(&self, id: Uuid, with_components: bool) -> pb::Rack {
+        self.client
+            .clone()
+            .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
+                id: Some(uuid(id)),
+                with_components,
+            })
+            .await
+            .expect("GetRackInfoByID")
+            .into_inner()
+            .rack
+            .expect("a rack")
+    }
+
     /// Task `id` as `GetTasksByIDs` answers it (panics when it is unknown).
     pub async fn task(&mut self, id: Uuid) -> pb::Task {
         let mut tasks = self

@@ -11,6 +11,7 @@ use rackflow_domain::event_rule::{
     Action, ActionSpec, Binding, Condition, ConflictStrategy, EventRule, Scope, Severity,
     TargetStrategy, TaskOperation,
 };
+use rackflow_domain::task::TaskType;
 use rackflow_engine::event_rules::{EventTarget, RuleChange};
 use uuid::Uuid;
 
@@ -25,17 +26,12 @@ pub fn event_rule_id(id: Option<&pb::Uuid>) -> Checked<Uuid> {
     }
 }
 
-const POWER_CODES: [&str; 8] = [
-    "power_on",
-    "force_power_on",
-    "power_off",
-    "force_power_off",
-    "restart",
-    "force_restart",
-    "warm_reset",
-    "cold_reset",
-];
-const FIRMWARE_CODES: [&str; 3] = ["upgrade", "downgrade", "rollback"];
+/// Wire operation numbers count the task codes from 1, in the order the
+/// task type lists them (`POWER_CONTROL_OPERATION_POWER_ON = 1` is
+/// `power_on`, …; `FIRMWARE_CONTROL_OPERATION_UPGRADE = 1` is `upgrade`).
+fn codes(task_type: TaskType) -> &'static [&'static str] {
+    task_type.valid_codes()
+}
 
 fn severity(value: i32, what: &str) -> Checked<Severity> {
     Severity::from_wire(value).map_or_else(
@@ -52,7 +48,7 @@ fn operation(op: Option<&pb::TaskOperation>, action: &str) -> Checked<TaskOperat
             let code = usize::try_from(p.operation)
                 .ok()
                 .and_then(|n| n.checked_sub(1))
-                .and_then(|i| POWER_CODES.get(i));
+                .and_then(|i| codes(TaskType::PowerControl).get(i));
             match code {
                 Some(code) => Ok(TaskOperation::PowerControl {
                     code: (*code).to_string(),
@@ -68,7 +64,7 @@ fn operation(op: Option<&pb::TaskOperation>, action: &str) -> Checked<TaskOperat
             let code = usize::try_from(f.operation)
                 .ok()
                 .and_then(|n| n.checked_sub(1))
-                .and_then(|i| FIRMWARE_CODES.get(i));
+                .and_then(|i| codes(TaskType::FirmwareControl).get(i));
             let Some(code) = code else {
                 return invalid(format!(
                     "action {action}: unsupported firmware control operation {}",
@@ -220,7 +216,7 @@ fn pb_operation(op: &TaskOperation) -> pb::TaskOperation {
             code,
             override_readiness_check,
         } => Operation::PowerControl(pb::PowerControlTaskOperation {
-            operation: number(&POWER_CODES, code),
+            operation: number(codes(TaskType::PowerControl), code),
             override_readiness_check: *override_readiness_check,
         }),
         TaskOperation::FirmwareControl {
@@ -232,7 +228,7 @@ fn pb_operation(op: &TaskOperation) -> pb::TaskOperation {
             override_readiness_check,
             override_version_check,
         } => Operation::FirmwareControl(pb::FirmwareControlTaskOperation {
-            operation: number(&FIRMWARE_CODES, code),
+            operation: number(codes(TaskType::FirmwareControl), code),
             target_version: target_version.clone(),
             start_time: start_time.map(|seconds| prost_types::Timestamp { seconds, nanos: 0 }),
             end_time: end_time.map(|seconds| prost_types::Timestamp { seconds, nanos: 0 }),
