@@ -370,11 +370,28 @@ const FLOW_EXTENSIONS_RPCS: &[(&str, &str, &str, (bool, bool))] = &[
         "RotateSecretsResponse",
         (false, false),
     ),
+    (
+        "ReportLeak",
+        "ReportLeakRequest",
+        "ReportLeakResponse",
+        (false, false),
+    ),
+    (
+        "ListLeakEvents",
+        "ListLeakEventsRequest",
+        "ListLeakEventsResponse",
+        (false, false),
+    ),
 ];
 
 /// Messages of `package v1` the reference does not have (used only by
 /// rackflow's own RPCs).
 const OUR_MESSAGES: &[&str] = &[
+    "ReportLeakRequest",
+    "ReportLeakResponse",
+    "LeakEvent",
+    "ListLeakEventsRequest",
+    "ListLeakEventsResponse",
     "PreviewOperationRunResponse",
     "PlannedOperationRunTarget",
     "WatchOperationRunRequest",
@@ -406,6 +423,7 @@ const OUR_FIELDS_IN_REFERENCE_MESSAGES: &[(&str, &str, i32)] = &[
     ("Component", "power_state_observed_at", 1001),
     ("Component", "operational_state", 1002),
     ("Component", "operational_reason", 1003),
+    ("Component", "leak_observed_at", 1004),
     ("PatchComponentRequest", "operational_state", 1000),
     ("PatchComponentRequest", "operational_reason", 1001),
     ("Rack", "lifecycle_status", 1000),

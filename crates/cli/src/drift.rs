@@ -324,6 +324,8 @@ mod tests {
             power_state: String::new(),
             power_state_observed_at: None,
             operational_state: String::new(),
+            leak_status: String::new(),
+            leak_observed_at: None,
             operational_reason: String::new(),
             rack_external_id: String::new(),
             nvl_domain_id: None,

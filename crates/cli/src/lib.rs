@@ -21,6 +21,7 @@ pub mod diagnose;
 pub mod drift;
 pub mod event_rule;
 pub mod fleet;
+pub mod leak;
 pub mod lifecycle;
 pub mod ops;
 pub mod output;
@@ -133,6 +134,9 @@ pub enum Command {
     /// (a coolant leak), and their site and rack bindings.
     #[command(subcommand)]
     EventRule(event_rule::EventRuleCommand),
+    /// Coolant leaks: report one (as a leak monitor would), list the events.
+    #[command(subcommand)]
+    Leak(leak::LeakCommand),
     /// Task schedules: run an operation on persistent rack scopes at an
     /// interval, on a cron schedule or once.
     #[command(subcommand)]
@@ -501,6 +505,7 @@ async fn run_command(
         }
         Command::Rule(command) => rule::run(server, &command, output).await,
         Command::EventRule(command) => event_rule::run(server, &command, output).await,
+        Command::Leak(command) => leak::run(server, &command, output).await,
         Command::Schedule(command) => schedule::run(server, &command, output).await,
         Command::Rms(command) => rms::run(&command, server, output).await,
         Command::Audit(AuditCommand::List(args)) => audit::run_list(server, &args, output).await,

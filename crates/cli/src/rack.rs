@@ -76,6 +76,9 @@ pub struct ComponentView {
     /// `in_service`, `drained`, `maintenance`, or "" (never set: ready).
     pub operational_state: String,
     pub operational_reason: String,
+    /// `detected`, `not_detected`, or "" (no leak source has reported).
+    pub leak_status: String,
+    pub leak_observed_at: Option<String>,
     pub rack_external_id: String,
     /// The NVLink domain of the component's rack.
     pub nvl_domain_id: Option<String>,
@@ -226,6 +229,11 @@ impl ComponentView {
             power_state_observed_at: crate::output::timestamp(c.power_state_observed_at.as_ref()),
             operational_state: operational_state_name(c.operational_state),
             operational_reason: c.operational_reason.clone(),
+            leak_status: match v1::LeakStatus::try_from(c.leak_status) {
+                Ok(v1::LeakStatus::Unknown) | Err(_) => String::new(),
+                Ok(status) => enum_name(status.as_str_name(), "LEAK_STATUS_"),
+            },
+            leak_observed_at: crate::output::timestamp(c.leak_observed_at.as_ref()),
             rack_external_id: c.rack_external_id.clone(),
             nvl_domain_id: c.nvl_domain_id.as_ref().map(|u| u.id.clone()),
             nvl_domain_external_id: c.nvl_domain_external_id.clone(),
@@ -457,6 +465,7 @@ fn print_rack(rack: &RackView) {
             "OBSERVED",
             "POWER",
             "STATE",
+            "LEAK",
             "SLOT",
             "TRAY",
             "HOST",
@@ -476,6 +485,7 @@ fn print_rack(rack: &RackView) {
                 or_dash(c.firmware_observed_at.as_deref().unwrap_or("")),
                 or_dash(&c.power_state),
                 or_dash(&c.operational_state),
+                or_dash(&c.leak_status),
                 c.slot_id.to_string(),
                 c.tray_idx.to_string(),
                 c.host_id.to_string(),

@@ -246,6 +246,7 @@ mod tests {
                 firmware_observed_at: None,
                 power_observed_at: None,
                 operational: None,
+                leak: None,
                 created_at: now,
                 updated_at: now,
                 deleted_at: None,

@@ -215,6 +215,9 @@ pub struct Component {
     /// Whether the component may be powered or flashed now (issue 12);
     /// `None`: never set, which the readiness gate treats as ready.
     pub operational: Option<OperationalStatus>,
+    /// The latest leak report about the component (issue 34); `None`: no
+    /// source has reported on it (the reference's `UNKNOWN`).
+    pub leak: Option<LeakObservation>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub deleted_at: Option<DateTime<Utc>>,
@@ -232,6 +235,24 @@ named_enum!(
         Maintenance = 3 => "maintenance",
     }
 );
+
+named_enum!(
+    /// What a leak source last said about a component (issue 34). Numbers
+    /// are the wire `LeakStatus` values; the reference's `UNKNOWN` (0) is
+    /// the absence of any report.
+    LeakStatus {
+        Detected = 1 => "detected",
+        NotDetected = 2 => "not_detected",
+    }
+);
+
+/// A leak report as the component carries it: the status and when the
+/// source observed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeakObservation {
+    pub status: LeakStatus,
+    pub observed_at: DateTime<Utc>,
+}
 
 named_enum!(
     /// The operations the readiness gate holds back. Numbers are the
@@ -553,6 +574,7 @@ mod tests {
             firmware_observed_at: observed.then_some(now),
             power_observed_at: None,
             operational: None,
+            leak: None,
             created_at: now,
             updated_at: now,
             deleted_at: None,

@@ -18,6 +18,7 @@ pub mod drift;
 pub mod duration;
 pub mod event_rule;
 pub mod inventory;
+pub mod leak;
 pub mod planner;
 pub mod report;
 pub mod rule;

@@ -12,6 +12,7 @@ pub mod error;
 pub mod event_rules;
 pub mod executor;
 pub mod inventory;
+pub mod leaks;
 pub mod manager;
 pub mod resolve;
 pub mod rules;
@@ -27,9 +28,9 @@ pub mod tasks;
 pub mod store {
     pub use rackflow_store::{
         AuditFilter, BindOutcome, ComponentFilterQuery, ComponentPatch, DbTarget, EventRuleDeleted,
-        EventRuleUpdate, InventoryColumn, ListOrder, NvlDomainQuery, PurgeOutcome, RackFilter,
-        RackImport, RackPatch, ResealOutcome, ScheduleFilter, Store, StoreError, TaskFilter,
-        TextFilter, open_store,
+        EventRuleUpdate, InventoryColumn, LeakEventFilter, ListOrder, NvlDomainQuery, PurgeOutcome,
+        RackFilter, RackImport, RackPatch, ResealOutcome, ScheduleFilter, Store, StoreError,
+        TaskFilter, TextFilter, open_store,
     };
 }
 

@@ -97,6 +97,7 @@ async fn fixture() -> Fixture {
         firmware_observed_at: None,
         power_observed_at: None,
         operational: None,
+        leak: None,
         created_at: now,
         updated_at: now,
         deleted_at: None,

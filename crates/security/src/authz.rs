@@ -125,6 +125,10 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("/v1.FlowExtensions/ImportRacks", Role::Admin),
     ("/v1.FlowExtensions/ListAuditEvents", Role::Viewer),
     ("/v1.FlowExtensions/RotateSecrets", Role::Admin),
+    // A leak monitor reports as an operator: its reports power hardware
+    // off through the leak rules.
+    ("/v1.FlowExtensions/ReportLeak", Role::Operator),
+    ("/v1.FlowExtensions/ListLeakEvents", Role::Viewer),
     // Fault injection into the simulated fleet.
     ("/rackflow.sim.v1.SimAdmin/SetFaults", Role::Admin),
     ("/rackflow.sim.v1.SimAdmin/ClearFaults", Role::Admin),

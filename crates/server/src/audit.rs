@@ -165,6 +165,7 @@ audited_plain!(
     pb::DeleteEventRuleRequest => [rule_id],
     pb::CreateEventRuleBindingRequest => [rule_id],
     pb::DeleteEventRuleBindingRequest => [],
+    pb::ReportLeakRequest => [component_id],
 );
 
 impl AuditedRequest for pb::PatchRackRequest {
@@ -293,6 +294,17 @@ impl AuditedReply for pb::UpdateTaskScheduleScopeResponse {}
 impl AuditedReply for pb::EventRule {
     fn created_ids(&self) -> Vec<String> {
         id_text(self.id.as_ref())
+    }
+}
+
+impl AuditedReply for pb::ReportLeakResponse {
+    fn created_ids(&self) -> Vec<String> {
+        match pb::LeakReportOutcome::try_from(self.outcome) {
+            Ok(pb::LeakReportOutcome::New) => {
+                id_text(self.event.as_ref().and_then(|e| e.id.as_ref()))
+            }
+            _ => Vec::new(),
+        }
     }
 }
 

@@ -6,12 +6,14 @@
 
 mod event_rules;
 mod inventory;
+mod leaks;
 mod runs;
 pub mod schedules;
 mod tasks;
 
 pub use event_rules::*;
 pub use inventory::*;
+pub use leaks::*;
 pub use runs::*;
 pub use tasks::*;
 

@@ -11,6 +11,7 @@ use rackflow_engine::audit::AuditTrail;
 use rackflow_engine::dispatcher::Dispatcher;
 use rackflow_engine::event_rules::EventRuleManager;
 use rackflow_engine::inventory::InventoryManager;
+use rackflow_engine::leaks::LeakManager;
 use rackflow_engine::rules::RuleManager;
 use rackflow_engine::runs::RunManager;
 use rackflow_engine::schedules::ScheduleManager;
@@ -39,6 +40,7 @@ pub struct FlowService {
     pub(crate) inventory: InventoryManager,
     pub(crate) rules: RuleManager,
     pub(crate) event_rules: EventRuleManager,
+    pub(crate) leaks: LeakManager,
     pub(crate) runs: RunManager,
     pub(crate) tasks: Arc<TaskManager>,
     pub(crate) dispatcher: Arc<Dispatcher>,
@@ -809,6 +811,23 @@ impl FlowExtensions for FlowService {
         req: Request<pb::ListAuditEventsRequest>,
     ) -> Reply<pb::ListAuditEventsResponse> {
         reply(rpc::audit::list(&self.audit, req.into_inner()).await)
+    }
+
+    async fn report_leak(
+        &self,
+        req: Request<pb::ReportLeakRequest>,
+    ) -> Reply<pb::ReportLeakResponse> {
+        self.audited("v1.FlowExtensions/ReportLeak", req, |q, _| {
+            rpc::leaks::report(&self.leaks, q)
+        })
+        .await
+    }
+
+    async fn list_leak_events(
+        &self,
+        req: Request<pb::ListLeakEventsRequest>,
+    ) -> Reply<pb::ListLeakEventsResponse> {
+        reply(rpc::leaks::list(&self.leaks, req.into_inner()).await)
     }
 
     async fn rotate_secrets(

@@ -233,6 +233,7 @@ pub async fn serve_with_fleet(
         ),
         rules: RuleManager::new(store.clone()),
         event_rules: rackflow_engine::event_rules::EventRuleManager::new(store.clone()),
+        leaks: rackflow_engine::leaks::LeakManager::new(store.clone()),
         runs,
         tasks: tasks.clone(),
         dispatcher: dispatcher.clone(),

@@ -20,6 +20,7 @@ use tonic::Code;
 both_stores!(
     rules_are_created_disabled_validated_listed_and_updated,
     bindings_decide_the_effective_rule,
+    leak_reports_set_the_leak_status_and_open_one_event,
 );
 
 const LEAK: &str = "hardware.leak.detected";
@@ -504,5 +505,97 @@ async fn bindings_decide_the_effective_rule(backend: Backend) {
         })
         .await
         .expect("delete the unbound rule");
+    s.stop().await;
+}
+
+async fn leak_reports_set_the_leak_status_and_open_one_event(backend: Backend) {
+    let Some(mut s) = TestServer::start(backend).await else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 1).await;
+    let tray = s.rack(fixture_id(1), true).await.components.remove(0);
+    assert_eq!(tray.leak_status, pb::LeakStatus::Unknown as i32);
+    assert!(tray.leak_observed_at.is_none());
+    let tray_id = tray.info.unwrap().id;
+    let report = |cleared: bool| pb::ReportLeakRequest {
+        component_id: tray_id.clone(),
+        source: "cdu-7".into(),
+        severity: pb::EventRuleSeverity::Critical as i32,
+        cleared,
+        observed_at: None,
+        message: "coolant on the drip tray".into(),
+    };
+    let mut ext = s.extensions();
+    let first = ext.report_leak(report(false)).await.unwrap().into_inner();
+    assert_eq!(first.outcome, pb::LeakReportOutcome::New as i32);
+    let event = first.event.unwrap();
+    assert_eq!(event.rack_id, Some(uuid(fixture_id(1))));
+    let again = ext.report_leak(report(false)).await.unwrap().into_inner();
+    assert_eq!(again.outcome, pb::LeakReportOutcome::Repeat as i32);
+    assert_eq!(again.event.as_ref().unwrap().id, event.id);
+    assert_eq!(again.event.unwrap().observations, 2);
+
+    // The component shows it, observed.
+    let tray = s.rack(fixture_id(1), true).await.components.remove(0);
+    assert_eq!(tray.leak_status, pb::LeakStatus::Detected as i32);
+    assert!(tray.leak_observed_at.is_some());
+    let listed = ext
+        .list_leak_events(pb::ListLeakEventsRequest {
+            open_only: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.total, 1);
+    assert_eq!(listed.events[0].id, event.id);
+
+    // Cleared: the event closes and the tray reads not detected.
+    let cleared = ext.report_leak(report(true)).await.unwrap().into_inner();
+    assert_eq!(cleared.outcome, pb::LeakReportOutcome::Cleared as i32);
+    assert!(cleared.event.unwrap().closed_at.is_some());
+    let tray = s.rack(fixture_id(1), true).await.components.remove(0);
+    assert_eq!(tray.leak_status, pb::LeakStatus::NotDetected as i32);
+
+    // Refusals: an unknown component, no source, a report from the future.
+    let err = ext
+        .report_leak(pb::ReportLeakRequest {
+            component_id: Some(uuid(fixture_id(404))),
+            ..report(false)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let err = ext
+        .report_leak(pb::ReportLeakRequest {
+            source: String::new(),
+            ..report(false)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    let err = ext
+        .report_leak(pb::ReportLeakRequest {
+            observed_at: Some(prost_types::Timestamp {
+                seconds: chrono::Utc::now().timestamp() + 3600,
+                nanos: 0,
+            }),
+            ..report(false)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    let events = ext
+        .list_audit_events(pb::ListAuditEventsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .events;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.action == "v1.FlowExtensions/ReportLeak"),
+        "{events:#?}"
+    );
     s.stop().await;
 }

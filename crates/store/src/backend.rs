@@ -22,7 +22,7 @@ use crate::{
     AuditFilter, CancelFeed, ComponentFilterQuery, ComponentPatch, LockMode, NvlDomainQuery,
     PurgeOutcome, RackFilter, RackImport, RackPatch, RunLock, ScheduleFilter, ScheduleLock, Store,
     StoreResult, SubmitDecision, SubmitOutcome, TaskFilter, TaskLease, TaskTransition, TaskUpdate,
-    audit, event_rules, inventory, rules, runs, schedules, secrets, tasks,
+    audit, event_rules, inventory, leaks, rules, runs, schedules, secrets, tasks,
 };
 
 /// An open transaction; dropping it without [`Txn::commit`] rolls back
@@ -687,6 +687,21 @@ impl<B: Backend> Store for B {
 
     async fn rule_associations_list(&self, rack_id: Uuid) -> StoreResult<Vec<RackRuleAssociation>> {
         rules::rule_associations_list(self, rack_id).await
+    }
+
+    async fn leak_report(
+        &self,
+        report: &rackflow_domain::leak::LeakReport,
+    ) -> StoreResult<rackflow_domain::leak::LeakReported> {
+        leaks::leak_report(self, report).await
+    }
+
+    async fn leak_events_list(
+        &self,
+        filter: &crate::LeakEventFilter,
+        page: Page,
+    ) -> StoreResult<(Vec<rackflow_domain::leak::LeakEvent>, i64)> {
+        leaks::leak_events_list(self, filter, page).await
     }
 
     async fn event_rule_create(&self, rule: &EventRule) -> StoreResult<()> {

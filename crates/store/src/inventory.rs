@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentType;
 use rackflow_domain::inventory::{
-    Bmc, BmcType, Component, LifecycleStatus, NvlDomain, Observation, OperationalState,
-    OperationalStatus, Position, Rack, RackLifecycle, normalize_mac,
+    Bmc, BmcType, Component, LeakObservation, LeakStatus, LifecycleStatus, NvlDomain, Observation,
+    OperationalState, OperationalStatus, Position, Rack, RackLifecycle, normalize_mac,
 };
 use rackflow_domain::run::Page;
 use uuid::Uuid;
@@ -50,7 +50,7 @@ const COMPONENT_INSERT_COLUMNS: &str = "id, rack_id, type, name, manufacturer, m
 const COMPONENT_COLUMNS: &str = "id, rack_id, type, name, manufacturer, model, serial_number, \
      description, firmware_version, slot_id, tray_index, host_id, external_id, power_state, \
      created_at, updated_at, deleted_at, firmware_observed_at, power_observed_at, \
-     operational_state, operational_reason";
+     operational_state, operational_reason, leak_status, leak_observed_at";
 
 /// Unassigned components (NULL rack) sort last in both dialects; PostgreSQL
 /// alone would put NULLs last and SQLite first.
@@ -141,10 +141,26 @@ fn component_from_row(row: &impl RowReader) -> StoreResult<Component> {
         firmware_observed_at: row.opt_ts("firmware_observed_at")?,
         power_observed_at: row.opt_ts("power_observed_at")?,
         operational: operational_from_row(row)?,
+        leak: leak_from_row(row)?,
         created_at: row.ts("created_at")?,
         updated_at: row.ts("updated_at")?,
         deleted_at: row.opt_ts("deleted_at")?,
     })
+}
+
+fn leak_from_row(row: &impl RowReader) -> StoreResult<Option<LeakObservation>> {
+    let Some(observed_at) = row.opt_ts("leak_observed_at")? else {
+        return Ok(None);
+    };
+    let text = row.text("leak_status")?;
+    let status = LeakStatus::parse(&text).ok_or_else(|| StoreError::Decode {
+        what: "component.leak_status",
+        detail: format!("unknown leak status {text:?}"),
+    })?;
+    Ok(Some(LeakObservation {
+        status,
+        observed_at,
+    }))
 }
 
 fn operational_from_row(row: &impl RowReader) -> StoreResult<Option<OperationalStatus>> {

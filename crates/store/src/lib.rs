@@ -32,6 +32,7 @@ mod backend;
 mod error;
 mod event_rules;
 mod inventory;
+mod leaks;
 mod postgres;
 mod rules;
 mod runs;
@@ -43,6 +44,7 @@ mod tasks;
 
 pub use error::StoreError;
 pub use event_rules::{BindOutcome, EventRuleDeleted, EventRuleUpdate};
+pub use leaks::LeakEventFilter;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -847,6 +849,22 @@ pub trait Store: Send + Sync + 'static {
 
     /// The rack's associations ordered by type, code.
     async fn rule_associations_list(&self, rack_id: Uuid) -> StoreResult<Vec<RackRuleAssociation>>;
+
+    // ---- leaks ------------------------------------------------------------
+
+    /// Applies a leak report: the component's leak status, then its event
+    /// (opened, observed again, or closed), in one transaction.
+    async fn leak_report(
+        &self,
+        report: &rackflow_domain::leak::LeakReport,
+    ) -> StoreResult<rackflow_domain::leak::LeakReported>;
+
+    /// Leak events, newest first, with the matching count.
+    async fn leak_events_list(
+        &self,
+        filter: &LeakEventFilter,
+        page: Page,
+    ) -> StoreResult<(Vec<rackflow_domain::leak::LeakEvent>, i64)>;
 
     // ---- event rules ------------------------------------------------------
 

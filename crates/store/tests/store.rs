@@ -218,6 +218,7 @@ both_dialects!(
     rule_delete_cascades_and_nulls_applied_rule,
     rule_associations_upsert_get_list_disassociate,
     event_rules_crud_bindings_and_selection,
+    leak_reports_keep_state_and_one_open_event_per_component,
 );
 
 // ---- fixtures --------------------------------------------------------------
@@ -296,6 +297,7 @@ fn component(
         firmware_observed_at: None,
         power_observed_at: None,
         operational: None,
+        leak: None,
         created_at: epoch(),
         updated_at: epoch(),
         deleted_at: None,
@@ -5757,4 +5759,137 @@ async fn event_rules_crud_bindings_and_selection(db: &Db) {
     store.rack_soft_delete(id(2)).await.unwrap();
     store.rack_purge(id(2)).await.unwrap();
     assert_eq!(db.count("event_rule_bindings").await, 0);
+}
+
+// ---- leaks -------------------------------------------------------------------
+
+async fn leak_reports_keep_state_and_one_open_event_per_component(db: &Db) {
+    use rackflow_domain::event_rule::Severity;
+    use rackflow_domain::inventory::LeakStatus;
+    use rackflow_domain::leak::{LeakReport, LeakReported};
+    use rackflow_store::LeakEventFilter;
+    let store = db.store();
+    let tray = component(
+        10,
+        Some(id(1)),
+        ComponentType::Compute,
+        "c1",
+        Some("ext-c1"),
+    );
+    store
+        .rack_create(&rack(1, "r1", None), std::slice::from_ref(&tray))
+        .await
+        .unwrap();
+    let at = |s: i64| ts("2026-12-01T00:00:00Z") + chrono::TimeDelta::seconds(s);
+    let report = |detected: bool, s: i64| LeakReport {
+        component_id: tray.id,
+        source: "cdu-1".into(),
+        severity: Severity::Critical,
+        detected,
+        observed_at: at(s),
+        message: "drip tray wet".into(),
+    };
+    let leak = |c: rackflow_domain::inventory::Component| c.leak.map(|l| (l.status, l.observed_at));
+    // No report yet: unknown.
+    assert_eq!(
+        leak(store.component_get(tray.id).await.unwrap().unwrap()),
+        None
+    );
+
+    let first = match store.leak_report(&report(true, 10)).await.unwrap() {
+        LeakReported::New(event) => event,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!((first.rack_id, first.observations), (Some(id(1)), 1));
+    assert_eq!(
+        leak(store.component_get(tray.id).await.unwrap().unwrap()),
+        Some((LeakStatus::Detected, at(10)))
+    );
+    // The same leak again: one event, two observations.
+    match store.leak_report(&report(true, 20)).await.unwrap() {
+        LeakReported::Repeat(event) => {
+            assert_eq!((event.id, event.observations), (first.id, 2));
+        }
+        other => panic!("{other:?}"),
+    }
+    // An older report changes nothing.
+    assert_eq!(
+        store.leak_report(&report(false, 5)).await.unwrap(),
+        LeakReported::Stale
+    );
+    // Cleared: the event closes; a later leak is a new event.
+    match store.leak_report(&report(false, 30)).await.unwrap() {
+        LeakReported::Cleared(Some(event)) => {
+            assert_eq!(event.id, first.id);
+            assert!(event.closed_at.is_some());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        leak(store.component_get(tray.id).await.unwrap().unwrap()),
+        Some((LeakStatus::NotDetected, at(30)))
+    );
+    assert_eq!(
+        store.leak_report(&report(false, 31)).await.unwrap(),
+        LeakReported::Cleared(None)
+    );
+    let second = match store.leak_report(&report(true, 40)).await.unwrap() {
+        LeakReported::New(event) => event,
+        other => panic!("{other:?}"),
+    };
+    assert_ne!(second.id, first.id);
+    let unknown = LeakReport {
+        component_id: id(404),
+        ..report(true, 50)
+    };
+    assert_eq!(
+        store.leak_report(&unknown).await.unwrap(),
+        LeakReported::ComponentNotFound
+    );
+
+    // Listing: newest first, open only, by rack / component.
+    let page = rackflow_domain::run::Page {
+        offset: 0,
+        limit: 10,
+    };
+    let (all, total) = store
+        .leak_events_list(&LeakEventFilter::default(), page)
+        .await
+        .unwrap();
+    assert_eq!(total, 2);
+    assert_eq!(
+        all.iter().map(|e| e.id).collect::<Vec<_>>(),
+        [second.id, first.id]
+    );
+    let open = LeakEventFilter {
+        open_only: true,
+        rack_id: Some(id(1)),
+        ..LeakEventFilter::default()
+    };
+    let (events, total) = store.leak_events_list(&open, page).await.unwrap();
+    assert_eq!((events.len(), total), (1, 1));
+    assert_eq!(events[0].id, second.id);
+
+    // Many reports of one leak at once (replicas, a flapping monitor): one
+    // open event.
+    store.leak_report(&report(false, 60)).await.unwrap();
+    let shared = db.shared();
+    let mut handles = Vec::new();
+    for i in 0..8 {
+        let store = shared.clone();
+        let r = report(true, 70 + i);
+        handles.push(tokio::spawn(async move { store.leak_report(&r).await }));
+    }
+    let mut new = 0;
+    for h in handles {
+        if matches!(h.await.unwrap().unwrap(), LeakReported::New(_)) {
+            new += 1;
+        }
+    }
+    assert_eq!(new, 1, "one leak, one new event");
+    assert_eq!(
+        db.scalar("SELECT COUNT(*) FROM leak_events WHERE closed_at IS NULL")
+            .await,
+        1
+    );
 }

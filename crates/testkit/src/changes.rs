@@ -635,6 +635,23 @@ impl Store for ObservedStore {
         self.inner.rule_associations_list(rack_id).await
     }
 
+    async fn leak_report(
+        &self,
+        report: &rackflow_domain::leak::LeakReport,
+    ) -> StoreResult<rackflow_domain::leak::LeakReported> {
+        let result = self.inner.leak_report(report).await;
+        self.changed();
+        result
+    }
+
+    async fn leak_events_list(
+        &self,
+        filter: &rackflow_engine::store::LeakEventFilter,
+        page: Page,
+    ) -> StoreResult<(Vec<rackflow_domain::leak::LeakEvent>, i64)> {
+        self.inner.leak_events_list(filter, page).await
+    }
+
     async fn event_rule_create(
         &self,
         rule: &rackflow_domain::event_rule::EventRule,

@@ -81,6 +81,8 @@ pub fn new_component(field: &str, c: &pb::Component, rack_id: Option<Uuid>) -> C
             Some(c.operational_reason.as_str()),
         )?
         .flatten(),
+        // Leaks are reported by sources, not imported.
+        leak: None,
         created_at: now,
         updated_at: now,
         deleted_at: None,
@@ -379,6 +381,8 @@ pub fn pb_component(c: &Component, labels: &RackLabels) -> pb::Component {
             .as_ref()
             .map(|o| o.reason.clone())
             .unwrap_or_default(),
+        leak_status: c.leak.map_or(0, |l| l.status.to_wire()),
+        leak_observed_at: c.leak.map(|l| super::timestamp(l.observed_at)),
         ..Default::default()
     }
 }

@@ -8,6 +8,7 @@
 pub(crate) mod audit;
 pub(crate) mod event_rules;
 pub(crate) mod inventory;
+pub(crate) mod leaks;
 pub(crate) mod rules;
 pub(crate) mod runs;
 pub(crate) mod schedules;
