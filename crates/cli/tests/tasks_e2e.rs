@@ -781,23 +781,38 @@ fn leak_report_list_and_the_rack_view() {
     let s = Some(server.addr);
     let racks = import_fleet(s, 1);
     let rack = racks[0]["external_id"].as_str().unwrap().to_string();
-    let view = rackflow(s, &["rack", "get", &rack, "--with-components", "-o", "json"])
-        .ok()
-        .json();
+    let view = rackflow(
+        s,
+        &["rack", "get", &rack, "--with-components", "-o", "json"],
+    )
+    .ok()
+    .json();
     let tray = view["components"][0]["id"].as_str().unwrap().to_string();
     assert_eq!(view["components"][0]["leak_status"], "");
     let first = rackflow(
         s,
-        &["leak", "report", "--component", &tray, "--source", "cdu-2", "-o", "json"],
+        &[
+            "leak",
+            "report",
+            "--component",
+            &tray,
+            "--source",
+            "cdu-2",
+            "-o",
+            "json",
+        ],
     )
     .ok()
     .json();
     assert_eq!(first["outcome"], "new", "{first}");
     let again = rackflow(s, &["leak", "report", "--component", &tray]).ok();
     assert!(again.stdout.starts_with("repeat"), "{}", again.stdout);
-    let view = rackflow(s, &["rack", "get", &rack, "--with-components", "-o", "json"])
-        .ok()
-        .json();
+    let view = rackflow(
+        s,
+        &["rack", "get", &rack, "--with-components", "-o", "json"],
+    )
+    .ok()
+    .json();
     let leaking = view["components"]
         .as_array()
         .unwrap()
@@ -807,11 +822,15 @@ fn leak_report_list_and_the_rack_view() {
     assert_eq!(leaking["leak_status"], "detected");
     let table = rackflow(s, &["rack", "get", &rack, "--with-components"]).ok();
     assert!(table.stdout.contains("LEAK"), "{}", table.stdout);
-    let listed = rackflow(s, &["leak", "list", "--open", "-o", "json"]).ok().json();
+    let listed = rackflow(s, &["leak", "list", "--open", "-o", "json"])
+        .ok()
+        .json();
     assert_eq!(listed["total"], 1);
     assert_eq!(listed["events"][0]["observations"], 2);
     let cleared = rackflow(s, &["leak", "report", "--component", &tray, "--cleared"]).ok();
     assert!(cleared.stdout.starts_with("cleared"), "{}", cleared.stdout);
-    let open = rackflow(s, &["leak", "list", "--open", "-o", "json"]).ok().json();
+    let open = rackflow(s, &["leak", "list", "--open", "-o", "json"])
+        .ok()
+        .json();
     assert_eq!(open["total"], 0);
 }

@@ -1,70 +1,115 @@
-//! The leak manager (issue 34): takes leak reports from every source and
-//! keeps the components' leak state and the leak events (see
-//! `rackflow_domain::leak`). Running the effective event rule's response to
-//! a new leak is the next step of issue 34; until then a report records the
-//! leak and logs it, and acts on nothing.
+//! The leak manager (issue 34): takes leak reports from every source, keeps
+//! the components' leak state and the leak events (see
+//! `rackflow_domain::leak`), and runs the response to a new leak — the
+//! actions of the effective event rule of its rack (rack binding > site
+//! binding > built-in).
+//!
+//! Response, per action whose condition matches the leak (its severity and
+//! the leaking component's type):
+//! * `submit_task`: the task's components by target strategy (the leaking
+//!   component; its rack; or, for `affected_components`, the leaking
+//!   component and those in lower slots of its rack — the component alone
+//!   when it has no valid slot). Running and pending tasks on the rack that
+//!   conflict with it are **cancelled first**, with a message naming the
+//!   leak (waiting tasks stay waiting); then the task is submitted with the
+//!   rule's conflict strategy and the idempotency key
+//!   `leak:{event}:{action}`, so a response driven twice (two replicas, a
+//!   retry) submits one task.
+//! * `send_alert`: an error-level log line and an audit event.
+//! * `noop`: an audit event with its reason.
+//!
+//! Every response is one audit event (actor `event-rule`, action
+//! `event_rule/hardware.leak.detected`) naming the rule, the leak event and
+//! the tasks.
 
 use std::sync::Arc;
 
-use rackflow_domain::event_rule::EventRuleInvalid;
+use chrono::Utc;
+use rackflow_domain::audit::AuditEvent;
+use rackflow_domain::conflict::{TaskShape, conflicts};
+use rackflow_domain::event_rule::{
+    self, ActionSpec, ConflictStrategy, EventRule, EventRuleInvalid, TargetStrategy, TaskOperation,
+};
 use rackflow_domain::leak::{LeakEvent, LeakReport, LeakReported};
-use rackflow_domain::run::Page;
-use rackflow_store::{LeakEventFilter, Store};
+use rackflow_domain::run::{FirmwarePayload, Page, QueueStrategy};
+use rackflow_domain::target::{ComponentTarget, TargetSpec};
+use rackflow_domain::task::{QueuePolicy, TaskInformation, TaskStatus, TaskType};
+use rackflow_store::{LeakEventFilter, Store, TaskFilter};
+use uuid::Uuid;
 
+use crate::audit::AuditTrail;
 use crate::error::{EngineError, EventRuleError};
+use crate::event_rules::EventRuleManager;
+use crate::tasks::{SubmitRequest, TaskManager};
 
-/// Records leak reports and lists leak events.
+/// The actor of the audit events a response writes.
+pub const RESPONSE_ACTOR: &str = "event-rule";
+
+/// Records leak reports, lists leak events and runs leak responses.
 #[derive(Clone)]
 pub struct LeakManager {
     store: Arc<dyn Store>,
+    rules: EventRuleManager,
+    tasks: Arc<TaskManager>,
+    audit: Arc<AuditTrail>,
+}
+
+/// What one response did, for the audit trail and the caller.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Response {
+    pub rule_id: Option<Uuid>,
+    pub submitted: Vec<Uuid>,
+    pub cancelled: Vec<Uuid>,
+    pub notes: Vec<String>,
 }
 
 impl LeakManager {
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        LeakManager { store }
+    pub fn new(store: Arc<dyn Store>, tasks: Arc<TaskManager>, audit: Arc<AuditTrail>) -> Self {
+        LeakManager {
+            rules: EventRuleManager::new(store.clone()),
+            store,
+            tasks,
+            audit,
+        }
     }
 
-    /// Applies one report; an unknown component is not found.
-    pub async fn report(&self, report: LeakReport) -> Result<LeakReported, EngineError> {
+    /// Applies one report; a new leak runs its response. An unknown
+    /// component is not found.
+    pub async fn report(
+        &self,
+        report: LeakReport,
+    ) -> Result<(LeakReported, Option<Response>), EngineError> {
         report
             .check()
             .map_err(|m| EngineError::EventRule(EventRuleError::Invalid(EventRuleInvalid(m))))?;
         let outcome = self.store.leak_report(&report).await?;
         let component = report.component_id;
-        match &outcome {
+        let response = match &outcome {
             LeakReported::ComponentNotFound => {
                 return Err(EngineError::ComponentNotFound(component));
             }
-            LeakReported::New(event) => tracing::warn!(
-                %component,
-                rack = ?event.rack_id,
-                event_id = %event.id,
-                source = %event.source,
-                severity = %event.severity,
-                "coolant leak detected"
-            ),
-            LeakReported::Repeat(event) => tracing::debug!(
-                %component,
-                event_id = %event.id,
-                observations = event.observations,
-                "leak reported again"
-            ),
-            LeakReported::Cleared(Some(event)) => tracing::info!(
-                %component,
-                event_id = %event.id,
-                source = %report.source,
-                "leak cleared"
-            ),
-            LeakReported::Cleared(None) => {
-                tracing::debug!(%component, source = %report.source, "no leak")
+            LeakReported::New(event) => {
+                tracing::warn!(
+                    %component,
+                    rack = ?event.rack_id,
+                    event_id = %event.id,
+                    source = %event.source,
+                    severity = %event.severity,
+                    "coolant leak detected"
+                );
+                Some(self.respond(event).await?)
             }
-            LeakReported::Stale => tracing::debug!(
-                %component,
-                source = %report.source,
-                "leak report older than the latest one: ignored"
-            ),
-        }
-        Ok(outcome)
+            LeakReported::Repeat(event) => {
+                tracing::debug!(%component, event_id = %event.id, observations = event.observations, "leak reported again");
+                None
+            }
+            LeakReported::Cleared(Some(event)) => {
+                tracing::info!(%component, event_id = %event.id, source = %report.source, "leak cleared");
+                None
+            }
+            LeakReported::Cleared(None) | LeakReported::Stale => None,
+        };
+        Ok((outcome, response))
     }
 
     pub async fn list(
@@ -73,5 +118,291 @@ impl LeakManager {
         page: Page,
     ) -> Result<(Vec<LeakEvent>, i64), EngineError> {
         Ok(self.store.leak_events_list(filter, page).await?)
+    }
+
+    /// Runs the effective rule's matching actions for a new leak.
+    pub async fn respond(&self, event: &LeakEvent) -> Result<Response, EngineError> {
+        let mut response = Response::default();
+        let Some(rack) = event.rack_id else {
+            response
+                .notes
+                .push("the leaking component is in no rack: nothing to act on".into());
+            self.record(event, None, &response).await;
+            return Ok(response);
+        };
+        let rule = self
+            .rules
+            .effective_for_rack(event_rule::LEAK_DETECTED, rack)
+            .await?;
+        response.rule_id = Some(rule.id);
+        let components = self.store.components_of_racks(&[rack]).await?;
+        let source_type = components
+            .iter()
+            .find(|c| c.id == event.component_id)
+            .map(|c| c.component_type);
+        for action in &rule.actions {
+            if !action.condition.matches(event.severity, source_type) {
+                response
+                    .notes
+                    .push(format!("{}: condition not met", action.name));
+                continue;
+            }
+            match &action.spec {
+                ActionSpec::SubmitTask {
+                    operation,
+                    target_strategy,
+                    conflict_strategy,
+                    description,
+                } => {
+                    let targets = targets(*target_strategy, event, &components);
+                    if targets.is_empty() {
+                        response
+                            .notes
+                            .push(format!("{}: no components to act on", action.name));
+                        continue;
+                    }
+                    let request = submit_request(
+                        &rule,
+                        &action.name,
+                        operation,
+                        *conflict_strategy,
+                        description,
+                        event,
+                        rack,
+                        &targets,
+                    );
+                    let mut ours = rackflow_domain::ComponentsByType::new();
+                    for id in &targets {
+                        if let Some(c) = components.iter().find(|c| c.id == *id) {
+                            ours.push(c.component_type, *id);
+                        }
+                    }
+                    let cancelled = self.preempt(request.task_type, &ours, rack, event).await?;
+                    response.cancelled.extend(cancelled);
+                    match self.tasks.submit(request).await {
+                        Ok(ids) => {
+                            tracing::warn!(event_id = %event.id, rule_id = %rule.id, action = %action.name, tasks = ?ids, "leak response submitted");
+                            response.submitted.extend(ids);
+                        }
+                        Err(e) => {
+                            tracing::error!(event_id = %event.id, rule_id = %rule.id, action = %action.name, error = %e, "leak response task refused");
+                            response
+                                .notes
+                                .push(format!("{}: task refused: {e}", action.name));
+                        }
+                    }
+                }
+                ActionSpec::SendAlert { severity, message } => {
+                    tracing::error!(
+                        alert = %message,
+                        severity = %severity,
+                        event_id = %event.id,
+                        component = %event.component_id,
+                        %rack,
+                        rule_id = %rule.id,
+                        "event-rule alert: coolant leak"
+                    );
+                    response
+                        .notes
+                        .push(format!("{}: alert ({severity}) {message}", action.name));
+                }
+                ActionSpec::Noop { reason } => {
+                    response
+                        .notes
+                        .push(format!("{}: no action ({reason})", action.name));
+                }
+            }
+        }
+        self.record(event, Some(&rule), &response).await;
+        Ok(response)
+    }
+
+    /// Cancels the rack's running and pending tasks that conflict with the
+    /// response (`task_type` on `ours`), but not another leak response: the
+    /// leak goes first. Waiting tasks stay waiting.
+    async fn preempt(
+        &self,
+        task_type: TaskType,
+        ours: &rackflow_domain::ComponentsByType,
+        rack: Uuid,
+        event: &LeakEvent,
+    ) -> Result<Vec<Uuid>, EngineError> {
+        let filter = TaskFilter {
+            rack_id: Some(rack),
+            statuses: vec![TaskStatus::Running, TaskStatus::Pending],
+            ..TaskFilter::default()
+        };
+        let (active, _) = self
+            .store
+            .task_list(
+                &filter,
+                Page {
+                    offset: 0,
+                    limit: 1000,
+                },
+                false,
+            )
+            .await?;
+        let ours = TaskShape {
+            task_type,
+            components: ours,
+        };
+        let message = format!(
+            "Cancelled: coolant leak on component {} (leak event {}); the leak response goes first",
+            event.component_id, event.id
+        );
+        let mut cancelled = Vec::new();
+        for task in &active {
+            let is_leak_response = task
+                .idempotency_key
+                .as_deref()
+                .is_some_and(|k| k.starts_with("leak:"));
+            let theirs = TaskShape {
+                task_type: task.task_type,
+                components: &task.components_by_type,
+            };
+            if is_leak_response || !conflicts(&ours, &theirs) {
+                continue;
+            }
+            match self.tasks.cancel_because(task.id, &message).await {
+                Ok(_) => {
+                    tracing::warn!(task_id = %task.id, event_id = %event.id, "task cancelled for a leak response");
+                    cancelled.push(task.id);
+                }
+                Err(e) => {
+                    tracing::warn!(task_id = %task.id, error = %e, "task not cancelled for the leak response (it ended meanwhile?)")
+                }
+            }
+        }
+        Ok(cancelled)
+    }
+
+    async fn record(&self, event: &LeakEvent, rule: Option<&EventRule>, response: &Response) {
+        let mut audit = AuditEvent::new(
+            Utc::now(),
+            RESPONSE_ACTOR,
+            &format!("event_rule/{}", event_rule::LEAK_DETECTED),
+        );
+        audit.subject_ids = rule
+            .map(|r| r.id.to_string())
+            .into_iter()
+            .chain([event.id.to_string(), event.component_id.to_string()])
+            .chain(response.submitted.iter().map(Uuid::to_string))
+            .chain(response.cancelled.iter().map(Uuid::to_string))
+            .collect();
+        audit.summary = format!(
+            "leak on component {} ({}, {}): rule {}",
+            event.component_id,
+            event.source,
+            event.severity,
+            rule.map_or_else(|| "none".to_string(), |r| format!("{} ({})", r.id, r.name)),
+        );
+        audit.message = format!(
+            "submitted {:?}; cancelled {:?}; {}",
+            response.submitted,
+            response.cancelled,
+            response.notes.join("; ")
+        );
+        self.audit.record(audit).await;
+    }
+}
+
+/// The components a `submit_task` action acts on.
+fn targets(
+    strategy: TargetStrategy,
+    event: &LeakEvent,
+    components: &[rackflow_domain::inventory::Component],
+) -> Vec<Uuid> {
+    match strategy {
+        TargetStrategy::Component => vec![event.component_id],
+        TargetStrategy::Rack => components.iter().map(|c| c.id).collect(),
+        TargetStrategy::AffectedComponents => {
+            let slots: Vec<(Uuid, Option<i32>)> = components
+                .iter()
+                .map(|c| (c.id, Some(c.position.slot_id)))
+                .collect();
+            event_rule::leak_affected(event.component_id, &slots).unwrap_or_else(|| {
+                tracing::warn!(component = %event.component_id, "leaking component has no valid slot: acting on it alone");
+                vec![event.component_id]
+            })
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn submit_request(
+    rule: &EventRule,
+    action: &str,
+    operation: &TaskOperation,
+    conflict: ConflictStrategy,
+    description: &str,
+    event: &LeakEvent,
+    rack: Uuid,
+    targets: &[Uuid],
+) -> SubmitRequest {
+    let (task_type, information) = match operation {
+        TaskOperation::PowerControl {
+            code,
+            override_readiness_check: _,
+        } => (
+            TaskType::PowerControl,
+            TaskInformation {
+                code: code.clone(),
+                // A leaking tray is powered off even while in service: the
+                // readiness gate would hold the response for 30 minutes.
+                override_readiness_check: true,
+                firmware: None,
+            },
+        ),
+        TaskOperation::FirmwareControl {
+            code,
+            target_version,
+            start_time,
+            end_time,
+            sub_targets,
+            override_readiness_check,
+            override_version_check,
+        } => (
+            TaskType::FirmwareControl,
+            TaskInformation {
+                code: code.clone(),
+                override_readiness_check: *override_readiness_check,
+                firmware: Some(FirmwarePayload {
+                    target_version: target_version.clone(),
+                    start_time: start_time.unwrap_or(0),
+                    end_time: end_time.unwrap_or(0),
+                    sub_targets: sub_targets.clone(),
+                    override_readiness_check: *override_readiness_check,
+                    override_version_check: *override_version_check,
+                    ..FirmwarePayload::default()
+                }),
+            },
+        ),
+    };
+    let target =
+        TargetSpec::Components(targets.iter().map(|id| ComponentTarget::Id(*id)).collect());
+    let description = if description.is_empty() {
+        "Leakage response".to_string()
+    } else {
+        description.to_string()
+    };
+    SubmitRequest {
+        task_type,
+        information,
+        description: format!(
+            "{description}: leak event {} on component {} (event rule {} action {action})",
+            event.id, event.component_id, rule.id
+        ),
+        target,
+        queue: QueuePolicy {
+            strategy: match conflict {
+                ConflictStrategy::Queue => QueueStrategy::Queue,
+                ConflictStrategy::Reject => QueueStrategy::Reject,
+            },
+            timeout_secs: rackflow_domain::task::DEFAULT_QUEUE_TIMEOUT_SECS,
+        },
+        rule_id: None,
+        idempotency_key: Some(format!("leak:{}:{action}", event.id)),
+        required_rack_id: Some(rack),
     }
 }

@@ -1138,6 +1138,16 @@ impl TaskManager {
 
     /// Cancels a task in any state (spec §3.6).
     pub async fn cancel(self: &Arc<Self>, id: Uuid) -> Result<Task, EngineError> {
+        self.cancel_because(id, messages::CANCELLED).await
+    }
+
+    /// [`Self::cancel`] with the task's message saying why (a leak response
+    /// preempting the task names the leak).
+    pub async fn cancel_because(
+        self: &Arc<Self>,
+        id: Uuid,
+        message: &str,
+    ) -> Result<Task, EngineError> {
         let task = self
             .store
             .task_get(id)
@@ -1163,7 +1173,7 @@ impl TaskManager {
                 TaskStatus::Running,
             ],
             status: Some(TaskStatus::Terminated),
-            message: Some(messages::CANCELLED.into()),
+            message: Some(message.into()),
             rack_lifecycle: LifecycleChange::of(
                 task.task_type,
                 &task.information.code,

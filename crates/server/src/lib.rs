@@ -222,6 +222,8 @@ pub async fn serve_with_fleet(
     // Open watch streams end as soon as shutdown starts (else they would
     // hold the graceful stop up until the grace period runs out).
     let watches = rpc::watch::Watches::new(shutdown.child_token());
+    let leaks =
+        rackflow_engine::leaks::LeakManager::new(store.clone(), tasks.clone(), audit.clone());
     let flow = Arc::new(flow::FlowService {
         guard: guard.clone(),
         audit,
@@ -233,7 +235,7 @@ pub async fn serve_with_fleet(
         ),
         rules: RuleManager::new(store.clone()),
         event_rules: rackflow_engine::event_rules::EventRuleManager::new(store.clone()),
-        leaks: rackflow_engine::leaks::LeakManager::new(store.clone()),
+        leaks,
         runs,
         tasks: tasks.clone(),
         dispatcher: dispatcher.clone(),

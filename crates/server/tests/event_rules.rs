@@ -21,6 +21,7 @@ both_stores!(
     rules_are_created_disabled_validated_listed_and_updated,
     bindings_decide_the_effective_rule,
     leak_reports_set_the_leak_status_and_open_one_event,
+    a_leak_preempts_a_rollout_and_powers_the_tray_off,
 );
 
 const LEAK: &str = "hardware.leak.detected";
@@ -597,5 +598,177 @@ async fn leak_reports_set_the_leak_status_and_open_one_event(backend: Backend) {
             .any(|e| e.action == "v1.FlowExtensions/ReportLeak"),
         "{events:#?}"
     );
+    s.stop().await;
+}
+
+/// A server whose simulated firmware updates take long enough to be
+/// running when the leak is reported.
+async fn slow_flashing(backend: Backend) -> Option<TestServer> {
+    let mut config = rackflow_server::Config {
+        sim: rackflow_engine::sim::SimConfig {
+            power_ms: 20,
+            firmware_update_ms: 60_000,
+            jitter: 0.0,
+            ..rackflow_engine::sim::SimConfig::default()
+        },
+        ..rackflow_server::Config::default()
+    };
+    config.dispatcher.enabled = false;
+    TestServer::start_with(backend, config).await
+}
+
+async fn a_leak_preempts_a_rollout_and_powers_the_tray_off(backend: Backend) {
+    let Some(mut s) = slow_flashing(backend).await else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 2).await;
+    let deadline = std::time::Duration::from_secs(60);
+    // A firmware rollout is flashing rack 1.
+    let upgrade = s
+        .client
+        .upgrade_firmware(pb::UpgradeFirmwareRequest {
+            target_spec: Some(common::whole_rack(1)),
+            target_version: Some("2.0.0".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .task_ids;
+    let upgrade: uuid::Uuid = upgrade[0].id.parse().unwrap();
+    s.wait_task(upgrade, "running", deadline, |t| {
+        t.status == pb::TaskStatus::Running as i32
+    })
+    .await;
+    let components = s.rack(fixture_id(1), true).await.components;
+    let tray = components
+        .iter()
+        .find(|c| c.r#type == pb::ComponentType::Compute as i32)
+        .unwrap()
+        .clone();
+    let tray_id = tray.info.clone().unwrap().id;
+
+    // The leak: the built-in rule acts (no rule of ours is bound).
+    let reply = s
+        .extensions()
+        .report_leak(pb::ReportLeakRequest {
+            component_id: tray_id.clone(),
+            source: "cdu-1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(reply.outcome, pb::LeakReportOutcome::New as i32);
+    assert_eq!(reply.rule_id.as_ref().unwrap().id, BUILTIN);
+    assert_eq!(reply.cancelled_task_ids.len(), 1, "{reply:?}");
+    assert_eq!(reply.cancelled_task_ids[0].id, upgrade.to_string());
+    assert_eq!(reply.submitted_task_ids.len(), 1, "{reply:?}");
+    let response: uuid::Uuid = reply.submitted_task_ids[0].id.parse().unwrap();
+
+    // The rollout's task ends cancelled, naming the leak.
+    let cancelled = s.task(upgrade).await;
+    assert_eq!(cancelled.status, pb::TaskStatus::Terminated as i32);
+    assert!(
+        cancelled.message.contains("coolant leak")
+            && cancelled.message.contains(&tray_id.clone().unwrap().id),
+        "{}",
+        cancelled.message
+    );
+    // The response force-powers the tray off.
+    let done = s
+        .wait_task(response, "finished", deadline, |t| t.finished_at.is_some())
+        .await;
+    assert_eq!(done.status, pb::TaskStatus::Completed as i32, "{done:#?}");
+    assert_eq!(done.operation, "power_control/force_power_off");
+    assert!(
+        done.description.contains("Leakage response"),
+        "{}",
+        done.description
+    );
+    let tray_ext = tray.component_id.clone();
+    let mut sim = rackflow_api::sim::v1::sim_admin_client::SimAdminClient::connect(format!(
+        "http://{}",
+        s.addr
+    ))
+    .await
+    .unwrap();
+    let states = sim
+        .get_component_states(rackflow_api::sim::v1::GetComponentStatesRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .states;
+    let state = states.iter().find(|c| c.component == tray_ext).unwrap();
+    assert_eq!(state.power_state, "Off", "{state:?}");
+
+    // The same leak again: no second response.
+    let again = s
+        .extensions()
+        .report_leak(pb::ReportLeakRequest {
+            component_id: tray_id.clone(),
+            source: "cdu-1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.outcome, pb::LeakReportOutcome::Repeat as i32);
+    assert!(again.submitted_task_ids.is_empty());
+
+    // The audit trail names the rule that acted.
+    let events = s
+        .extensions()
+        .list_audit_events(pb::ListAuditEventsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .events;
+    let acted = events
+        .iter()
+        .find(|e| e.action == "event_rule/hardware.leak.detected")
+        .expect("the response is audited");
+    assert!(
+        acted.subject_ids.iter().any(|id| id == BUILTIN),
+        "{acted:?}"
+    );
+    assert!(
+        acted.subject_ids.contains(&response.to_string()),
+        "{acted:?}"
+    );
+
+    // On rack 2 an enabled rack-bound noop rule wins: nothing is powered.
+    let noop_rule = s
+        .client
+        .create_event_rule(create("Audit only", vec![noop("record")]))
+        .await
+        .unwrap()
+        .into_inner();
+    s.client
+        .create_event_rule_binding(pb::CreateEventRuleBindingRequest {
+            rule_id: rule_id(&noop_rule),
+            scope: Some(rack_scope(2)),
+        })
+        .await
+        .unwrap();
+    s.client
+        .enable_event_rule(pb::EnableEventRuleRequest {
+            rule_id: rule_id(&noop_rule),
+        })
+        .await
+        .unwrap();
+    let tray_2 = s.rack(fixture_id(2), true).await.components.remove(0);
+    let reply = s
+        .extensions()
+        .report_leak(pb::ReportLeakRequest {
+            component_id: tray_2.info.unwrap().id,
+            source: "cdu-2".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(reply.rule_id, noop_rule.id);
+    assert!(reply.submitted_task_ids.is_empty() && reply.cancelled_task_ids.is_empty());
     s.stop().await;
 }

@@ -58,7 +58,10 @@ pub fn pb_leak_event(e: &LeakEvent) -> pb::LeakEvent {
     }
 }
 
-pub fn pb_leak_reported(outcome: &LeakReported) -> pb::ReportLeakResponse {
+pub fn pb_leak_reported(
+    outcome: &LeakReported,
+    response: Option<&rackflow_engine::leaks::Response>,
+) -> pb::ReportLeakResponse {
     use pb::LeakReportOutcome as O;
     let (outcome, event) = match outcome {
         LeakReported::New(e) => (O::New, Some(e)),
@@ -69,6 +72,13 @@ pub fn pb_leak_reported(outcome: &LeakReported) -> pb::ReportLeakResponse {
     pb::ReportLeakResponse {
         outcome: outcome as i32,
         event: event.map(pb_leak_event),
+        rule_id: response.and_then(|r| r.rule_id).map(pb_uuid),
+        submitted_task_ids: response
+            .map(|r| r.submitted.iter().copied().map(pb_uuid).collect())
+            .unwrap_or_default(),
+        cancelled_task_ids: response
+            .map(|r| r.cancelled.iter().copied().map(pb_uuid).collect())
+            .unwrap_or_default(),
     }
 }
 

@@ -13,7 +13,8 @@ pub(crate) async fn report(
     req: pb::ReportLeakRequest,
 ) -> ApiResult<pb::ReportLeakResponse> {
     let report = convert::leak_report(&req, Utc::now())?;
-    Ok(convert::pb_leak_reported(&leaks.report(report).await?))
+    let (outcome, response) = leaks.report(report).await?;
+    Ok(convert::pb_leak_reported(&outcome, response.as_ref()))
 }
 
 pub(crate) async fn list(
