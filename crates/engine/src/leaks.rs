@@ -23,6 +23,7 @@
 //! the tasks.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::Utc;
 use rackflow_domain::audit::AuditEvent;
@@ -38,9 +39,32 @@ use rackflow_store::{LeakEventFilter, Store, TaskFilter};
 use uuid::Uuid;
 
 use crate::audit::AuditTrail;
+use crate::background::Background;
 use crate::error::{EngineError, EventRuleError};
 use crate::event_rules::EventRuleManager;
 use crate::tasks::{SubmitRequest, TaskManager};
+
+/// A source of leak sightings the detector reads every interval: the
+/// simulated fleet's leak detectors (a BMC's leak detectors through the rack
+/// manager come with its Redfish source).
+#[async_trait::async_trait]
+pub trait LeakSource: Send + Sync {
+    /// The reports' `source`.
+    fn name(&self) -> &str;
+    /// `(component external id, leaking)` of every detector it reads.
+    async fn sightings(&self) -> Result<Vec<(String, bool)>, String>;
+}
+
+#[async_trait::async_trait]
+impl LeakSource for crate::sim::SimFleet {
+    fn name(&self) -> &str {
+        "sim"
+    }
+
+    async fn sightings(&self) -> Result<Vec<(String, bool)>, String> {
+        Ok(self.leak_detectors())
+    }
+}
 
 /// The actor of the audit events a response writes.
 pub const RESPONSE_ACTOR: &str = "event-rule";
@@ -52,6 +76,8 @@ pub struct LeakManager {
     rules: EventRuleManager,
     tasks: Arc<TaskManager>,
     audit: Arc<AuditTrail>,
+    /// The detection loop.
+    background: Background,
 }
 
 /// What one response did, for the audit trail and the caller.
@@ -70,7 +96,95 @@ impl LeakManager {
             store,
             tasks,
             audit,
+            background: Background::new("leak detection"),
         }
+    }
+
+    /// Reads `sources` every `interval` and reports what they see, until
+    /// [`Self::shutdown`].
+    pub fn spawn_detector(&self, sources: Vec<Arc<dyn LeakSource>>, interval: Duration) {
+        let this = self.clone();
+        let stop = self.background.token().clone();
+        self.background.spawn("leak detector", async move {
+            tracing::info!(interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX), sources = sources.len(), "leak detection started");
+            loop {
+                if let Err(e) = this.detect_once(&sources).await {
+                    tracing::warn!(error = %e, "leak detection pass failed; trying again next interval");
+                }
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(interval) => {}
+                }
+            }
+        });
+    }
+
+    /// Stops the detection loop and waits for a pass in flight.
+    pub async fn shutdown(&self) {
+        self.background.shutdown().await;
+    }
+
+    /// One pass: every source's sightings as reports. A leaking detector is
+    /// reported every pass (an observation of the open leak after the
+    /// first); a dry one only when its component was leaking. Returns the
+    /// reports made.
+    pub async fn detect_once(&self, sources: &[Arc<dyn LeakSource>]) -> Result<usize, EngineError> {
+        let mut made = 0;
+        for source in sources {
+            let sightings = match source.sightings().await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(source = source.name(), error = %e, "leak source could not be read");
+                    continue;
+                }
+            };
+            if sightings.is_empty() {
+                continue;
+            }
+            let query = rackflow_store::ComponentFilterQuery {
+                external_ids: sightings.iter().map(|(id, _)| id.clone()).collect(),
+                ..Default::default()
+            };
+            let (components, _) = self
+                .store
+                .component_list(
+                    &query,
+                    Page {
+                        offset: 0,
+                        limit: 0,
+                    },
+                )
+                .await?;
+            let now = Utc::now();
+            for (external_id, leaking) in &sightings {
+                for component in components
+                    .iter()
+                    .filter(|c| c.external_id.as_deref() == Some(external_id.as_str()))
+                {
+                    let was_leaking = component.leak.is_some_and(|l| {
+                        l.status == rackflow_domain::inventory::LeakStatus::Detected
+                    });
+                    if !leaking && !was_leaking {
+                        continue;
+                    }
+                    let report = LeakReport {
+                        component_id: component.id,
+                        source: source.name().to_string(),
+                        severity: event_rule::Severity::Critical,
+                        detected: *leaking,
+                        observed_at: now,
+                        message: String::new(),
+                    };
+                    match self.report(report).await {
+                        Ok(_) => made += 1,
+                        Err(e) => {
+                            tracing::warn!(component = %component.id, error = %e, "leak report from a source failed")
+                        }
+                    }
+                }
+            }
+        }
+        Ok(made)
     }
 
     /// Applies one report; a new leak runs its response. An unknown

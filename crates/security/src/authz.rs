@@ -135,6 +135,7 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("/rackflow.sim.v1.SimAdmin/ListFaults", Role::Admin),
     ("/rackflow.sim.v1.SimAdmin/GetCallLog", Role::Admin),
     ("/rackflow.sim.v1.SimAdmin/GetComponentStates", Role::Admin),
+    ("/rackflow.sim.v1.SimAdmin/SetLeak", Role::Admin),
     // The rack manager.
     ("/rack_manager.RackManager/CreateNodes", Role::Admin),
     ("/rack_manager.RackManager/ListNodeInventory", Role::Viewer),

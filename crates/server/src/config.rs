@@ -52,6 +52,41 @@ pub struct Config {
     pub audit: AuditSection,
     /// Data keys of secrets at rest (`[secrets]`).
     pub secrets: rackflow_security::secrets::SecretsSection,
+    /// Leak detection (`[leaks]`).
+    pub leaks: LeaksSection,
+}
+
+/// Leak detection (`[leaks]`): how often the leak sources of the provider
+/// (the simulated fleet's leak detectors) are read. Leaks reported through
+/// the API (`ReportLeak`) act at once whatever this says.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LeaksSection {
+    /// Read the leak sources (the reference's `disable_leak_detection`,
+    /// inverted).
+    pub detection: bool,
+    /// Milliseconds between two reads (the reference's
+    /// `leak_detection_interval`, default 1 minute); at least 100.
+    pub interval_ms: u64,
+}
+
+/// Default `leaks.interval_ms`: the reference's one minute.
+pub const DEFAULT_LEAK_INTERVAL_MS: u64 = 60_000;
+
+impl Default for LeaksSection {
+    fn default() -> Self {
+        LeaksSection {
+            detection: true,
+            interval_ms: DEFAULT_LEAK_INTERVAL_MS,
+        }
+    }
+}
+
+impl LeaksSection {
+    /// The interval, at least 100 ms.
+    pub fn interval(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.interval_ms.max(100))
+    }
 }
 
 /// The audit trail (`[audit]`).
@@ -337,6 +372,7 @@ impl Default for Config {
             authorization: rackflow_security::AuthorizationSection::default(),
             audit: AuditSection::default(),
             secrets: rackflow_security::secrets::SecretsSection::default(),
+            leaks: LeaksSection::default(),
         }
     }
 }

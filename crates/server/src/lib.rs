@@ -211,19 +211,28 @@ pub async fn serve_with_fleet(
 
     let audit = rackflow_engine::audit::AuditTrail::new(store.clone(), config.audit.engine());
     audit.spawn_pruner();
+    let leaks =
+        rackflow_engine::leaks::LeakManager::new(store.clone(), tasks.clone(), audit.clone());
+    // The provider's leak sources: the simulated fleet's detectors.
+    let leak_sources: Vec<Arc<dyn rackflow_engine::leaks::LeakSource>> = match config.provider {
+        config::Provider::Sim => vec![fleet.clone()],
+        config::Provider::Rms => Vec::new(),
+    };
+    if config.leaks.detection && !leak_sources.is_empty() {
+        leaks.spawn_detector(leak_sources, config.leaks.interval());
+    }
     let engine = rackflow_engine::Engine {
         tasks: tasks.clone(),
         dispatcher: dispatcher.clone(),
         schedules: schedules.clone(),
         audit: audit.clone(),
+        leaks: leaks.clone(),
     };
 
     let runs = RunManager::new(store.clone(), config.planner.max_candidate_targets);
     // Open watch streams end as soon as shutdown starts (else they would
     // hold the graceful stop up until the grace period runs out).
     let watches = rpc::watch::Watches::new(shutdown.child_token());
-    let leaks =
-        rackflow_engine::leaks::LeakManager::new(store.clone(), tasks.clone(), audit.clone());
     let flow = Arc::new(flow::FlowService {
         guard: guard.clone(),
         audit,

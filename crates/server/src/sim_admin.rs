@@ -108,6 +108,7 @@ fn state_to_wire(state: SimComponentState) -> pb::ComponentState {
         power_state: state.power_state.name().to_string(),
         firmware_version: state.firmware_version,
         firmware_updating: state.firmware_updating,
+        leaking: state.leaking,
     }
 }
 
@@ -159,6 +160,22 @@ impl SimAdmin for SimAdminService {
             .map(call_to_wire)
             .collect();
         Ok(Response::new(pb::GetCallLogResponse { entries }))
+    }
+
+    async fn set_leak(
+        &self,
+        request: Request<pb::SetLeakRequest>,
+    ) -> Result<Response<pb::SetLeakResponse>, Status> {
+        let req = request.into_inner();
+        let component = req.component.trim();
+        if component.is_empty() {
+            return Err(to_status(ApiError::Invalid(Invalid(
+                "component (an external id) is required".into(),
+            ))));
+        }
+        self.fleet.set_leak(component, req.leaking);
+        tracing::info!(component, leaking = req.leaking, "sim leak detector set");
+        Ok(Response::new(pb::SetLeakResponse {}))
     }
 
     async fn get_component_states(

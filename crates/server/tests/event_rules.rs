@@ -22,6 +22,7 @@ both_stores!(
     bindings_decide_the_effective_rule,
     leak_reports_set_the_leak_status_and_open_one_event,
     a_leak_preempts_a_rollout_and_powers_the_tray_off,
+    a_leak_injected_in_the_sim_is_detected_and_answered,
 );
 
 const LEAK: &str = "hardware.leak.detected";
@@ -604,6 +605,13 @@ async fn leak_reports_set_the_leak_status_and_open_one_event(backend: Backend) {
 /// A server whose simulated firmware updates take long enough to be
 /// running when the leak is reported.
 async fn slow_flashing(backend: Backend) -> Option<TestServer> {
+    slow_flashing_with(backend, |_| {}).await
+}
+
+async fn slow_flashing_with(
+    backend: Backend,
+    adjust: impl FnOnce(&mut rackflow_server::Config),
+) -> Option<TestServer> {
     let mut config = rackflow_server::Config {
         sim: rackflow_engine::sim::SimConfig {
             power_ms: 20,
@@ -614,6 +622,7 @@ async fn slow_flashing(backend: Backend) -> Option<TestServer> {
         ..rackflow_server::Config::default()
     };
     config.dispatcher.enabled = false;
+    adjust(&mut config);
     TestServer::start_with(backend, config).await
 }
 
@@ -770,5 +779,167 @@ async fn a_leak_preempts_a_rollout_and_powers_the_tray_off(backend: Backend) {
         .into_inner();
     assert_eq!(reply.rule_id, noop_rule.id);
     assert!(reply.submitted_task_ids.is_empty() && reply.cancelled_task_ids.is_empty());
+    s.stop().await;
+}
+
+/// The acceptance path: a leak injected on one compute tray of the
+/// simulated fleet is read by the detection loop (every 200 ms here), the
+/// running firmware task is cancelled naming the leak, a force power-off
+/// with the built-in rule powers the tray off, the tray reads DETECTED; a
+/// dry detector then reads NOT_DETECTED and closes the event.
+async fn a_leak_injected_in_the_sim_is_detected_and_answered(backend: Backend) {
+    let Some(mut s) = slow_flashing_with(backend, |config| config.leaks.interval_ms = 200).await
+    else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 1).await;
+    let deadline = std::time::Duration::from_secs(60);
+    let upgrade = s
+        .client
+        .upgrade_firmware(pb::UpgradeFirmwareRequest {
+            target_spec: Some(common::whole_rack(1)),
+            target_version: Some("2.0.0".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .task_ids;
+    let upgrade: uuid::Uuid = upgrade[0].id.parse().unwrap();
+    s.wait_task(upgrade, "running", deadline, |t| {
+        t.status == pb::TaskStatus::Running as i32
+    })
+    .await;
+    let tray = s
+        .rack(fixture_id(1), true)
+        .await
+        .components
+        .into_iter()
+        .find(|c| c.r#type == pb::ComponentType::Compute as i32)
+        .unwrap();
+    let mut sim = rackflow_api::sim::v1::sim_admin_client::SimAdminClient::connect(format!(
+        "http://{}",
+        s.addr
+    ))
+    .await
+    .unwrap();
+    sim.set_leak(rackflow_api::sim::v1::SetLeakRequest {
+        component: tray.component_id.clone(),
+        leaking: true,
+    })
+    .await
+    .unwrap();
+
+    // The detector reads it, the rollout's task is cancelled naming it.
+    let cancelled = s
+        .wait_task(upgrade, "cancelled by the leak response", deadline, |t| {
+            t.finished_at.is_some()
+        })
+        .await;
+    assert_eq!(cancelled.status, pb::TaskStatus::Terminated as i32);
+    assert!(
+        cancelled.message.contains("coolant leak"),
+        "{}",
+        cancelled.message
+    );
+    let events = s
+        .extensions()
+        .list_leak_events(pb::ListLeakEventsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .events;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0].source, "sim");
+    // The response: one force power-off from the built-in rule.
+    let tasks = s
+        .client
+        .list_tasks(pb::ListTasksRequest {
+            rack_id: Some(uuid(fixture_id(1))),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .tasks;
+    let responses: Vec<_> = tasks
+        .iter()
+        .filter(|t| t.operation == "power_control/force_power_off")
+        .collect();
+    assert_eq!(responses.len(), 1, "{tasks:#?}");
+    let response: uuid::Uuid = responses[0].id.as_ref().unwrap().id.parse().unwrap();
+    let done = s
+        .wait_task(response, "finished", deadline, |t| t.finished_at.is_some())
+        .await;
+    assert_eq!(done.status, pb::TaskStatus::Completed as i32, "{done:#?}");
+    let tray_now = s
+        .rack(fixture_id(1), true)
+        .await
+        .components
+        .into_iter()
+        .find(|c| c.component_id == tray.component_id)
+        .unwrap();
+    assert_eq!(tray_now.leak_status, pb::LeakStatus::Detected as i32);
+    let state = sim
+        .get_component_states(rackflow_api::sim::v1::GetComponentStatesRequest {
+            components: vec![tray.component_id.clone()],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .states
+        .remove(0);
+    assert_eq!(state.power_state, "Off");
+    assert!(state.leaking);
+
+    // Dry again: the next pass clears it.
+    sim.set_leak(rackflow_api::sim::v1::SetLeakRequest {
+        component: tray.component_id.clone(),
+        leaking: false,
+    })
+    .await
+    .unwrap();
+    let mut changes = s.waiter("the leak to clear", deadline);
+    loop {
+        let open = s
+            .extensions()
+            .list_leak_events(pb::ListLeakEventsRequest {
+                open_only: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        if open.total == 0 {
+            break;
+        }
+        changes.next(&open.total).await;
+    }
+    let tray_now = s
+        .rack(fixture_id(1), true)
+        .await
+        .components
+        .into_iter()
+        .find(|c| c.component_id == tray.component_id)
+        .unwrap();
+    assert_eq!(tray_now.leak_status, pb::LeakStatus::NotDetected as i32);
+    // Still one response task: repeats never started another.
+    let tasks = s
+        .client
+        .list_tasks(pb::ListTasksRequest {
+            rack_id: Some(uuid(fixture_id(1))),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .tasks;
+    assert_eq!(
+        tasks
+            .iter()
+            .filter(|t| t.operation == "power_control/force_power_off")
+            .count(),
+        1
+    );
     s.stop().await;
 }

@@ -29,6 +29,9 @@ pub struct SimConfig {
     /// back — a concrete version, never the word "latest".
     pub latest_firmware_version: String,
     pub faults: Vec<SimFault>,
+    /// Components (external ids) whose leak detector reports a coolant leak
+    /// from the start (`SimAdmin.SetLeak` changes it at run time).
+    pub leaks: Vec<String>,
 }
 
 /// Default of [`SimConfig::latest_firmware_version`]: one step above the
@@ -45,6 +48,7 @@ impl Default for SimConfig {
             decommission_ms: 3000,
             latest_firmware_version: DEFAULT_LATEST_FIRMWARE_VERSION.to_string(),
             faults: Vec::new(),
+            leaks: Vec::new(),
         }
     }
 }

@@ -90,6 +90,8 @@ pub struct SimComponentState {
     pub power_state: PowerState,
     pub firmware_version: String,
     pub firmware_updating: bool,
+    /// Its leak detector reports a leak.
+    pub leaking: bool,
 }
 
 /// The simulated fleet. Share it as `Arc<SimFleet>`.
@@ -113,6 +115,9 @@ struct Inner {
     /// only ([`SimFleet::firmware_credentials`]); never in the call log,
     /// which `SimAdmin` serves.
     credentials: BTreeMap<String, rackflow_domain::run::SecretText>,
+    /// Leak detectors that were set (external id → leaking); the others
+    /// report nothing.
+    leaks: BTreeMap<String, bool>,
 }
 
 #[derive(Debug)]
@@ -225,6 +230,7 @@ impl SimFleet {
             faults: config.faults.clone(),
             firmware_seed: firmware,
             next_sequence: 1,
+            leaks: config.leaks.iter().map(|c| (c.clone(), true)).collect(),
             ..Inner::default()
         };
         Arc::new(SimFleet {
@@ -260,6 +266,20 @@ impl SimFleet {
         self.lock().faults.clone()
     }
 
+    /// Sets a component's leak detector (external id): leaking or dry.
+    pub fn set_leak(&self, external_id: &str, leaking: bool) {
+        self.lock().leaks.insert(external_id.to_string(), leaking);
+    }
+
+    /// What the set leak detectors report, by external id.
+    pub fn leak_detectors(&self) -> Vec<(String, bool)> {
+        self.lock()
+            .leaks
+            .iter()
+            .map(|(id, leaking)| (id.clone(), *leaking))
+            .collect()
+    }
+
     /// Log entries with a sequence above `after_sequence`, oldest first.
     /// The firmware credential the last update of `external_id` was given.
     pub fn firmware_credentials(
@@ -285,13 +305,17 @@ impl SimFleet {
         let now = Instant::now();
         let mut inner = self.lock();
         let wanted = |id: &String| components.is_empty() || components.contains(id);
-        inner
-            .components
-            .iter_mut()
+        let Inner {
+            components: sims,
+            leaks,
+            ..
+        } = &mut *inner;
+        sims.iter_mut()
             .filter(|(id, _)| wanted(id))
             .map(|(id, c)| {
                 c.settle(now);
                 SimComponentState {
+                    leaking: leaks.get(id).copied().unwrap_or(false),
                     component: id.clone(),
                     component_type: c.component_type,
                     rack: c.rack.clone(),
