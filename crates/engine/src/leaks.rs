@@ -66,6 +66,11 @@ impl LeakSource for crate::sim::SimFleet {
     }
 }
 
+/// Default of how long a leak event may stay without its response before
+/// the detection loop runs it (longer than a response takes, so the process
+/// that stored the event is not raced).
+pub const DEFAULT_REDRIVE_AFTER: Duration = Duration::from_secs(30);
+
 /// The actor of the audit events a response writes.
 pub const RESPONSE_ACTOR: &str = "event-rule";
 
@@ -100,9 +105,32 @@ impl LeakManager {
         }
     }
 
-    /// Reads `sources` every `interval` and reports what they see, until
-    /// [`Self::shutdown`].
-    pub fn spawn_detector(&self, sources: Vec<Arc<dyn LeakSource>>, interval: Duration) {
+    /// Runs the responses that did not run (the process that stored the
+    /// event died before): open events unhandled for at least `after`.
+    /// Their task submissions carry the same idempotency keys, so a
+    /// response that did half its work does not submit twice. Returns the
+    /// responses run.
+    pub async fn redrive(&self, after: Duration) -> Result<usize, EngineError> {
+        let before = Utc::now()
+            - chrono::TimeDelta::from_std(after).unwrap_or(chrono::TimeDelta::seconds(30));
+        let mut ran = 0;
+        for event in self.store.leak_events_unhandled(before).await? {
+            tracing::warn!(event_id = %event.id, component = %event.component_id, "running a leak response that did not run");
+            self.respond(&event).await?;
+            self.store.leak_event_handled(event.id).await?;
+            ran += 1;
+        }
+        Ok(ran)
+    }
+
+    /// Reads `sources` every `interval` and reports what they see, and runs
+    /// responses that did not run, until [`Self::shutdown`].
+    pub fn spawn_detector(
+        &self,
+        sources: Vec<Arc<dyn LeakSource>>,
+        interval: Duration,
+        redrive_after: Duration,
+    ) {
         let this = self.clone();
         let stop = self.background.token().clone();
         self.background.spawn("leak detector", async move {
@@ -110,6 +138,9 @@ impl LeakManager {
             loop {
                 if let Err(e) = this.detect_once(&sources).await {
                     tracing::warn!(error = %e, "leak detection pass failed; trying again next interval");
+                }
+                if let Err(e) = this.redrive(redrive_after).await {
+                    tracing::warn!(error = %e, "re-running leak responses failed; trying again next interval");
                 }
                 tokio::select! {
                     () = stop.cancelled() => return,
@@ -211,7 +242,9 @@ impl LeakManager {
                     severity = %event.severity,
                     "coolant leak detected"
                 );
-                Some(self.respond(event).await?)
+                let response = self.respond(event).await?;
+                self.store.leak_event_handled(event.id).await?;
+                Some(response)
             }
             LeakReported::Repeat(event) => {
                 tracing::debug!(%component, event_id = %event.id, observations = event.observations, "leak reported again");

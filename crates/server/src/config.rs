@@ -68,6 +68,9 @@ pub struct LeaksSection {
     /// Milliseconds between two reads (the reference's
     /// `leak_detection_interval`, default 1 minute); at least 100.
     pub interval_ms: u64,
+    /// Milliseconds a new leak's response may stay undone (its process died
+    /// after storing the event) before the loop runs it.
+    pub redrive_after_ms: u64,
 }
 
 /// Default `leaks.interval_ms`: the reference's one minute.
@@ -78,6 +81,10 @@ impl Default for LeaksSection {
         LeaksSection {
             detection: true,
             interval_ms: DEFAULT_LEAK_INTERVAL_MS,
+            redrive_after_ms: u64::try_from(
+                rackflow_engine::leaks::DEFAULT_REDRIVE_AFTER.as_millis(),
+            )
+            .unwrap_or(30_000),
         }
     }
 }

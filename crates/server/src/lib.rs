@@ -218,8 +218,14 @@ pub async fn serve_with_fleet(
         config::Provider::Sim => vec![fleet.clone()],
         config::Provider::Rms => Vec::new(),
     };
-    if config.leaks.detection && !leak_sources.is_empty() {
-        leaks.spawn_detector(leak_sources, config.leaks.interval());
+    // Even without sources: the loop also runs responses a crash left
+    // undone.
+    if config.leaks.detection {
+        leaks.spawn_detector(
+            leak_sources,
+            config.leaks.interval(),
+            std::time::Duration::from_millis(config.leaks.redrive_after_ms),
+        );
     }
     let engine = rackflow_engine::Engine {
         tasks: tasks.clone(),

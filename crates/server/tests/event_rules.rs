@@ -23,6 +23,7 @@ both_stores!(
     leak_reports_set_the_leak_status_and_open_one_event,
     a_leak_preempts_a_rollout_and_powers_the_tray_off,
     a_leak_injected_in_the_sim_is_detected_and_answered,
+    a_response_a_crash_left_undone_is_run_by_the_loop,
 );
 
 const LEAK: &str = "hardware.leak.detected";
@@ -941,5 +942,84 @@ async fn a_leak_injected_in_the_sim_is_detected_and_answered(backend: Backend) {
             .count(),
         1
     );
+    s.stop().await;
+}
+
+/// A leak event stored without its response (the process died right after
+/// storing it) is answered by the detection loop, once.
+async fn a_response_a_crash_left_undone_is_run_by_the_loop(backend: Backend) {
+    let Some(mut s) = slow_flashing_with(backend, |config| {
+        config.leaks.interval_ms = 200;
+        config.leaks.redrive_after_ms = 0;
+    })
+    .await
+    else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 1).await;
+    let tray = s.rack(fixture_id(1), true).await.components.remove(0);
+    let tray_id: uuid::Uuid = tray.info.unwrap().id.unwrap().id.parse().unwrap();
+    // Stored as a report would store it, no response run.
+    let stored = s
+        .store()
+        .leak_report(&rackflow_domain::leak::LeakReport {
+            component_id: tray_id,
+            source: "cdu-9".into(),
+            severity: rackflow_domain::event_rule::Severity::Critical,
+            detected: true,
+            observed_at: chrono::Utc::now(),
+            message: String::new(),
+        })
+        .await
+        .unwrap();
+    assert!(matches!(
+        stored,
+        rackflow_domain::leak::LeakReported::New(_)
+    ));
+    let deadline = std::time::Duration::from_secs(60);
+    let mut changes = s.waiter("the loop to run the response", deadline);
+    let response = loop {
+        let tasks = s
+            .client
+            .list_tasks(pb::ListTasksRequest {
+                rack_id: Some(uuid(fixture_id(1))),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .tasks;
+        if let Some(t) = tasks
+            .iter()
+            .find(|t| t.operation == "power_control/force_power_off")
+        {
+            break t.id.as_ref().unwrap().id.parse::<uuid::Uuid>().unwrap();
+        }
+        changes.next(&tasks.len()).await;
+    };
+    let done = s
+        .wait_task(response, "finished", deadline, |t| t.finished_at.is_some())
+        .await;
+    assert_eq!(done.status, pb::TaskStatus::Completed as i32, "{done:#?}");
+    // Handled: later passes run nothing more.
+    assert!(
+        s.store()
+            .leak_events_unhandled(chrono::Utc::now())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let tasks = s
+        .client
+        .list_tasks(pb::ListTasksRequest {
+            rack_id: Some(uuid(fixture_id(1))),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .tasks;
+    assert_eq!(tasks.len(), 1, "{tasks:#?}");
     s.stop().await;
 }

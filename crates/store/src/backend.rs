@@ -696,6 +696,17 @@ impl<B: Backend> Store for B {
         leaks::leak_report(self, report).await
     }
 
+    async fn leak_event_handled(&self, id: Uuid) -> StoreResult<bool> {
+        leaks::leak_event_handled(self, id).await
+    }
+
+    async fn leak_events_unhandled(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+    ) -> StoreResult<Vec<rackflow_domain::leak::LeakEvent>> {
+        leaks::leak_events_unhandled(self, before).await
+    }
+
     async fn leak_events_list(
         &self,
         filter: &crate::LeakEventFilter,

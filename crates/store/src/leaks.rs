@@ -200,3 +200,38 @@ pub(crate) async fn leak_events_list<B: Backend>(
         .collect::<StoreResult<_>>()?;
     Ok((events, total))
 }
+
+/// Marks an event's response as run; false when it was already (or the
+/// event is gone).
+pub(crate) async fn leak_event_handled<B: Backend>(backend: &B, id: Uuid) -> StoreResult<bool> {
+    let mut tx = backend.begin().await?;
+    let updated = tx
+        .execute(
+            Sql::new("UPDATE leak_events SET handled_at = $1 WHERE id = $2 AND handled_at IS NULL")
+                .arg(now())
+                .arg(id),
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(updated > 0)
+}
+
+/// Open events whose response has not run, stored at or before `before`,
+/// oldest first.
+pub(crate) async fn leak_events_unhandled<B: Backend>(
+    backend: &B,
+    before: DateTime<Utc>,
+) -> StoreResult<Vec<LeakEvent>> {
+    let sql = Sql::new(format!(
+        "SELECT {EVENT_COLUMNS} FROM leak_events \
+         WHERE handled_at IS NULL AND closed_at IS NULL AND created_at <= $1 \
+         ORDER BY created_at, id LIMIT 1000"
+    ))
+    .arg(before);
+    backend
+        .fetch_all(sql)
+        .await?
+        .iter()
+        .map(event_from_row)
+        .collect()
+}

@@ -859,6 +859,16 @@ pub trait Store: Send + Sync + 'static {
         report: &rackflow_domain::leak::LeakReport,
     ) -> StoreResult<rackflow_domain::leak::LeakReported>;
 
+    /// Marks a leak event's response as run (false: it already was).
+    async fn leak_event_handled(&self, id: Uuid) -> StoreResult<bool>;
+
+    /// Open leak events stored at or before `before` whose response has not
+    /// run, oldest first (at most 1,000).
+    async fn leak_events_unhandled(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+    ) -> StoreResult<Vec<rackflow_domain::leak::LeakEvent>>;
+
     /// Leak events, newest first, with the matching count.
     async fn leak_events_list(
         &self,

@@ -644,6 +644,19 @@ impl Store for ObservedStore {
         result
     }
 
+    async fn leak_event_handled(&self, id: Uuid) -> StoreResult<bool> {
+        let result = self.inner.leak_event_handled(id).await;
+        self.changed();
+        result
+    }
+
+    async fn leak_events_unhandled(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+    ) -> StoreResult<Vec<rackflow_domain::leak::LeakEvent>> {
+        self.inner.leak_events_unhandled(before).await
+    }
+
     async fn leak_events_list(
         &self,
         filter: &rackflow_engine::store::LeakEventFilter,
