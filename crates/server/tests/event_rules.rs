@@ -1023,3 +1023,127 @@ async fn a_response_a_crash_left_undone_is_run_by_the_loop(backend: Backend) {
     assert_eq!(tasks.len(), 1, "{tasks:#?}");
     s.stop().await;
 }
+
+/// Replicas share a PostgreSQL database (SQLite admits one process).
+mod postgres_replicas {
+    #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_replicas_answer_one_leak_with_one_shutdown() {
+        super::two_replicas_answer_one_leak_with_one_shutdown(super::common::Backend::Postgres)
+            .await;
+    }
+}
+
+/// Two replicas on one database, each reading its own copy of the leak
+/// (each runs its simulated fleet with the tray leaking) and each also told
+/// through the API: one leak event, one shutdown task.
+async fn two_replicas_answer_one_leak_with_one_shutdown(backend: Backend) {
+    use rackflow_testkit::changes::Changes;
+    use rackflow_testkit::db::TestDatabase;
+    use rackflow_testkit::flow::Replica;
+    let Some(db) = TestDatabase::create(backend).await else {
+        return;
+    };
+    drop(
+        rackflow_store::open_store(db.target())
+            .await
+            .expect("migrate"),
+    );
+    let changes = Changes::new();
+    let mut config = rackflow_server::Config::default();
+    config.dispatcher.enabled = false;
+    config.sim.power_ms = 20;
+    config.sim.jitter = 0.0;
+    config.leaks.interval_ms = 100;
+    let mut a = Replica::start(&db, &changes, config.clone()).await;
+    fixture_fleet(&mut a.client, 1).await;
+    let tray = a
+        .client
+        .get_rack_info_by_id(pb::GetRackInfoByIdRequest {
+            id: Some(uuid(fixture_id(1))),
+            with_components: true,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rack
+        .unwrap()
+        .components
+        .into_iter()
+        .find(|c| c.r#type == pb::ComponentType::Compute as i32)
+        .unwrap();
+    config.sim.leaks = vec![tray.component_id.clone()];
+    let b = Replica::start(&db, &changes, config.clone()).await;
+    let c = Replica::start(&db, &changes, config).await;
+    // And through the API, on both at once.
+    let report = pb::ReportLeakRequest {
+        component_id: tray.info.clone().unwrap().id,
+        source: "bms".into(),
+        ..Default::default()
+    };
+    let ext = |r: &Replica| {
+        rackflow_api::v1::flow_extensions_client::FlowExtensionsClient::new(
+            tonic::transport::Channel::from_shared(format!("http://{}", r.addr))
+                .unwrap()
+                .connect_lazy(),
+        )
+    };
+    let (mut eb, mut ec) = (ext(&b), ext(&c));
+    let (rb, rc) = tokio::join!(
+        eb.report_leak(report.clone()),
+        ec.report_leak(report.clone())
+    );
+    rb.unwrap();
+    rc.unwrap();
+    // Several passes of both detection loops.
+    let deadline = std::time::Duration::from_secs(30);
+    let mut waiter = changes.waiter("the leak response", deadline);
+    loop {
+        let tasks = a
+            .client
+            .list_tasks(pb::ListTasksRequest {
+                rack_id: Some(uuid(fixture_id(1))),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .tasks;
+        let done = tasks
+            .iter()
+            .any(|t| t.operation == "power_control/force_power_off" && t.finished_at.is_some());
+        if done {
+            break;
+        }
+        waiter.next(&tasks.len()).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    b.stop().await;
+    c.stop().await;
+    let tasks = a
+        .client
+        .list_tasks(pb::ListTasksRequest {
+            rack_id: Some(uuid(fixture_id(1))),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .tasks;
+    let shutdowns = tasks
+        .iter()
+        .filter(|t| t.operation == "power_control/force_power_off")
+        .count();
+    assert_eq!(shutdowns, 1, "{tasks:#?}");
+    let events = rackflow_api::v1::flow_extensions_client::FlowExtensionsClient::new(
+        tonic::transport::Channel::from_shared(format!("http://{}", a.addr))
+            .unwrap()
+            .connect_lazy(),
+    )
+    .list_leak_events(pb::ListLeakEventsRequest::default())
+    .await
+    .unwrap()
+    .into_inner();
+    assert_eq!(events.total, 1, "{events:#?}");
+    assert!(events.events[0].observations >= 3, "{events:#?}");
+    a.stop().await;
+}
