@@ -603,6 +603,51 @@ async fn leak_reports_set_the_leak_status_and_open_one_event(backend: Backend) {
     s.stop().await;
 }
 
+/// Rack `n`'s tasks, newest first.
+async fn rack_tasks(client: &FlowClient, n: u32) -> Vec<pb::Task> {
+    client
+        .clone()
+        .list_tasks(pb::ListTasksRequest {
+            rack_id: Some(uuid(fixture_id(n))),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .tasks
+}
+
+/// Starts a firmware upgrade of rack 1 and waits until it is flashing.
+async fn flashing(s: &mut TestServer, deadline: std::time::Duration) -> uuid::Uuid {
+    let ids = s
+        .client
+        .upgrade_firmware(pb::UpgradeFirmwareRequest {
+            target_spec: Some(common::whole_rack(1)),
+            target_version: Some("2.0.0".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .task_ids;
+    let id: uuid::Uuid = ids[0].id.parse().unwrap();
+    s.wait_task(id, "running", deadline, |t| {
+        t.status == pb::TaskStatus::Running as i32
+    })
+    .await;
+    id
+}
+
+async fn sim_admin(
+    s: &TestServer,
+) -> rackflow_api::sim::v1::sim_admin_client::SimAdminClient<tonic::transport::Channel> {
+    rackflow_api::sim::v1::sim_admin_client::SimAdminClient::connect(format!("http://{}", s.addr))
+        .await
+        .unwrap()
+}
+
+type FlowClient = rackflow_api::v1::flow_client::FlowClient<tonic::transport::Channel>;
+
 /// A server whose simulated firmware updates take long enough to be
 /// running when the leak is reported.
 async fn slow_flashing(backend: Backend) -> Option<TestServer> {
@@ -634,22 +679,7 @@ async fn a_leak_preempts_a_rollout_and_powers_the_tray_off(backend: Backend) {
     fixture_fleet(&mut s.client, 2).await;
     let deadline = std::time::Duration::from_secs(60);
     // A firmware rollout is flashing rack 1.
-    let upgrade = s
-        .client
-        .upgrade_firmware(pb::UpgradeFirmwareRequest {
-            target_spec: Some(common::whole_rack(1)),
-            target_version: Some("2.0.0".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .task_ids;
-    let upgrade: uuid::Uuid = upgrade[0].id.parse().unwrap();
-    s.wait_task(upgrade, "running", deadline, |t| {
-        t.status == pb::TaskStatus::Running as i32
-    })
-    .await;
+    let upgrade = flashing(&mut s, deadline).await;
     let components = s.rack(fixture_id(1), true).await.components;
     let tray = components
         .iter()
@@ -697,12 +727,7 @@ async fn a_leak_preempts_a_rollout_and_powers_the_tray_off(backend: Backend) {
         done.description
     );
     let tray_ext = tray.component_id.clone();
-    let mut sim = rackflow_api::sim::v1::sim_admin_client::SimAdminClient::connect(format!(
-        "http://{}",
-        s.addr
-    ))
-    .await
-    .unwrap();
+    let mut sim = sim_admin(&s).await;
     let states = sim
         .get_component_states(rackflow_api::sim::v1::GetComponentStatesRequest::default())
         .await
@@ -795,22 +820,7 @@ async fn a_leak_injected_in_the_sim_is_detected_and_answered(backend: Backend) {
     };
     fixture_fleet(&mut s.client, 1).await;
     let deadline = std::time::Duration::from_secs(60);
-    let upgrade = s
-        .client
-        .upgrade_firmware(pb::UpgradeFirmwareRequest {
-            target_spec: Some(common::whole_rack(1)),
-            target_version: Some("2.0.0".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .task_ids;
-    let upgrade: uuid::Uuid = upgrade[0].id.parse().unwrap();
-    s.wait_task(upgrade, "running", deadline, |t| {
-        t.status == pb::TaskStatus::Running as i32
-    })
-    .await;
+    let upgrade = flashing(&mut s, deadline).await;
     let tray = s
         .rack(fixture_id(1), true)
         .await
@@ -818,12 +828,7 @@ async fn a_leak_injected_in_the_sim_is_detected_and_answered(backend: Backend) {
         .into_iter()
         .find(|c| c.r#type == pb::ComponentType::Compute as i32)
         .unwrap();
-    let mut sim = rackflow_api::sim::v1::sim_admin_client::SimAdminClient::connect(format!(
-        "http://{}",
-        s.addr
-    ))
-    .await
-    .unwrap();
+    let mut sim = sim_admin(&s).await;
     sim.set_leak(rackflow_api::sim::v1::SetLeakRequest {
         component: tray.component_id.clone(),
         leaking: true,
@@ -853,16 +858,7 @@ async fn a_leak_injected_in_the_sim_is_detected_and_answered(backend: Backend) {
     assert_eq!(events.len(), 1, "{events:#?}");
     assert_eq!(events[0].source, "sim");
     // The response: one force power-off from the built-in rule.
-    let tasks = s
-        .client
-        .list_tasks(pb::ListTasksRequest {
-            rack_id: Some(uuid(fixture_id(1))),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .tasks;
+    let tasks = rack_tasks(&s.client, 1).await;
     let responses: Vec<_> = tasks
         .iter()
         .filter(|t| t.operation == "power_control/force_power_off")
@@ -925,16 +921,7 @@ async fn a_leak_injected_in_the_sim_is_detected_and_answered(backend: Backend) {
         .unwrap();
     assert_eq!(tray_now.leak_status, pb::LeakStatus::NotDetected as i32);
     // Still one response task: repeats never started another.
-    let tasks = s
-        .client
-        .list_tasks(pb::ListTasksRequest {
-            rack_id: Some(uuid(fixture_id(1))),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .tasks;
+    let tasks = rack_tasks(&s.client, 1).await;
     assert_eq!(
         tasks
             .iter()
@@ -979,16 +966,7 @@ async fn a_response_a_crash_left_undone_is_run_by_the_loop(backend: Backend) {
     let deadline = std::time::Duration::from_secs(60);
     let mut changes = s.waiter("the loop to run the response", deadline);
     let response = loop {
-        let tasks = s
-            .client
-            .list_tasks(pb::ListTasksRequest {
-                rack_id: Some(uuid(fixture_id(1))),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .tasks;
+        let tasks = rack_tasks(&s.client, 1).await;
         if let Some(t) = tasks
             .iter()
             .find(|t| t.operation == "power_control/force_power_off")
@@ -1010,16 +988,7 @@ async fn a_response_a_crash_left_undone_is_run_by_the_loop(backend: Backend) {
             .is_empty()
     );
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
-    let tasks = s
-        .client
-        .list_tasks(pb::ListTasksRequest {
-            rack_id: Some(uuid(fixture_id(1))),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .tasks;
+    let tasks = rack_tasks(&s.client, 1).await;
     assert_eq!(tasks.len(), 1, "{tasks:#?}");
     s.stop().await;
 }
@@ -1098,16 +1067,7 @@ async fn two_replicas_answer_one_leak_with_one_shutdown(backend: Backend) {
     let deadline = std::time::Duration::from_secs(30);
     let mut waiter = changes.waiter("the leak response", deadline);
     loop {
-        let tasks = a
-            .client
-            .list_tasks(pb::ListTasksRequest {
-                rack_id: Some(uuid(fixture_id(1))),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .tasks;
+        let tasks = rack_tasks(&a.client, 1).await;
         let done = tasks
             .iter()
             .any(|t| t.operation == "power_control/force_power_off" && t.finished_at.is_some());
@@ -1119,16 +1079,7 @@ async fn two_replicas_answer_one_leak_with_one_shutdown(backend: Backend) {
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     b.stop().await;
     c.stop().await;
-    let tasks = a
-        .client
-        .list_tasks(pb::ListTasksRequest {
-            rack_id: Some(uuid(fixture_id(1))),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .tasks;
+    let tasks = rack_tasks(&a.client, 1).await;
     let shutdowns = tasks
         .iter()
         .filter(|t| t.operation == "power_control/force_power_off")
