@@ -10,8 +10,9 @@
 //!   component; its rack; or, for `affected_components`, the leaking
 //!   component and those in lower slots of its rack — the component alone
 //!   when it has no valid slot). Running and pending tasks on the rack that
-//!   conflict with it are **cancelled first**, with a message naming the
-//!   leak (waiting tasks stay waiting); then the task is submitted with the
+//!   conflict with it are **stopped first** and recorded as failed, with a
+//!   message naming the leak (so a rollout counts them toward its gates;
+//!   waiting tasks stay waiting); then the task is submitted with the
 //!   rule's conflict strategy and the idempotency key
 //!   `leak:{event}:{action}`, so a response driven twice (two replicas, a
 //!   retry) submits one task.
@@ -395,7 +396,7 @@ impl LeakManager {
             components: ours,
         };
         let message = format!(
-            "Cancelled: coolant leak on component {} (leak event {}); the leak response goes first",
+            "Stopped: coolant leak on component {} (leak event {}); the leak response goes first",
             event.component_id, event.id
         );
         let mut cancelled = Vec::new();
@@ -411,7 +412,7 @@ impl LeakManager {
             if is_leak_response || !conflicts(&ours, &theirs) {
                 continue;
             }
-            match self.tasks.cancel_because(task.id, &message).await {
+            match self.tasks.stop(task.id, TaskStatus::Failed, &message).await {
                 Ok(_) => {
                     tracing::warn!(task_id = %task.id, event_id = %event.id, "task cancelled for a leak response");
                     cancelled.push(task.id);

@@ -1138,14 +1138,18 @@ impl TaskManager {
 
     /// Cancels a task in any state (spec §3.6).
     pub async fn cancel(self: &Arc<Self>, id: Uuid) -> Result<Task, EngineError> {
-        self.cancel_because(id, messages::CANCELLED).await
+        self.stop(id, TaskStatus::Terminated, messages::CANCELLED)
+            .await
     }
 
-    /// [`Self::cancel`] with the task's message saying why (a leak response
-    /// preempting the task names the leak).
-    pub async fn cancel_because(
+    /// Stops a task as [`Self::cancel`] does, recording it as `status`
+    /// (terminated, or failed when a safety event cut it off: a leak
+    /// response preempting it) with `message` saying why. An operation run
+    /// counts a failed child toward its gates.
+    pub async fn stop(
         self: &Arc<Self>,
         id: Uuid,
+        status: TaskStatus,
         message: &str,
     ) -> Result<Task, EngineError> {
         let task = self
@@ -1172,13 +1176,9 @@ impl TaskManager {
                 TaskStatus::Pending,
                 TaskStatus::Running,
             ],
-            status: Some(TaskStatus::Terminated),
+            status: Some(status),
             message: Some(message.into()),
-            rack_lifecycle: LifecycleChange::of(
-                task.task_type,
-                &task.information.code,
-                TaskStatus::Terminated,
-            ),
+            rack_lifecycle: LifecycleChange::of(task.task_type, &task.information.code, status),
             ..Default::default()
         };
         let updated = self.store.task_update(id, &update).await?;
@@ -1210,8 +1210,8 @@ impl TaskManager {
                 .await?
                 .ok_or(TaskError::NotFound(id))?,
         };
-        if current.status == TaskStatus::Terminated {
-            tracing::info!(task_id = %id, "task cancelled");
+        if current.status == status {
+            tracing::info!(task_id = %id, status = %status, "task stopped");
             self.emit(&current);
             self.notify_rack(current.rack_id);
             Ok(current)

@@ -638,6 +638,23 @@ async fn flashing(s: &mut TestServer, deadline: std::time::Duration) -> uuid::Uu
     id
 }
 
+/// The leak response's force power-off task on rack 1, once it exists.
+async fn response_task(s: &TestServer, deadline: std::time::Duration) -> uuid::Uuid {
+    let mut changes = s.waiter("the leak response task", deadline);
+    loop {
+        let tasks = rack_tasks(&s.client, 1).await;
+        let responses: Vec<_> = tasks
+            .iter()
+            .filter(|t| t.operation == "power_control/force_power_off")
+            .collect();
+        assert!(responses.len() <= 1, "{tasks:#?}");
+        if let Some(t) = responses.first() {
+            return t.id.as_ref().unwrap().id.parse().unwrap();
+        }
+        changes.next(&tasks.len()).await;
+    }
+}
+
 async fn sim_admin(
     s: &TestServer,
 ) -> rackflow_api::sim::v1::sim_admin_client::SimAdminClient<tonic::transport::Channel> {
@@ -708,7 +725,7 @@ async fn a_leak_preempts_a_rollout_and_powers_the_tray_off(backend: Backend) {
 
     // The rollout's task ends cancelled, naming the leak.
     let cancelled = s.task(upgrade).await;
-    assert_eq!(cancelled.status, pb::TaskStatus::Terminated as i32);
+    assert_eq!(cancelled.status, pb::TaskStatus::Failed as i32);
     assert!(
         cancelled.message.contains("coolant leak")
             && cancelled.message.contains(&tray_id.clone().unwrap().id),
@@ -842,7 +859,7 @@ async fn a_leak_injected_in_the_sim_is_detected_and_answered(backend: Backend) {
             t.finished_at.is_some()
         })
         .await;
-    assert_eq!(cancelled.status, pb::TaskStatus::Terminated as i32);
+    assert_eq!(cancelled.status, pb::TaskStatus::Failed as i32);
     assert!(
         cancelled.message.contains("coolant leak"),
         "{}",
@@ -857,14 +874,9 @@ async fn a_leak_injected_in_the_sim_is_detected_and_answered(backend: Backend) {
         .events;
     assert_eq!(events.len(), 1, "{events:#?}");
     assert_eq!(events[0].source, "sim");
-    // The response: one force power-off from the built-in rule.
-    let tasks = rack_tasks(&s.client, 1).await;
-    let responses: Vec<_> = tasks
-        .iter()
-        .filter(|t| t.operation == "power_control/force_power_off")
-        .collect();
-    assert_eq!(responses.len(), 1, "{tasks:#?}");
-    let response: uuid::Uuid = responses[0].id.as_ref().unwrap().id.parse().unwrap();
+    // The response: a force power-off from the built-in rule (submitted
+    // right after the rollout's task was stopped).
+    let response = response_task(&s, deadline).await;
     let done = s
         .wait_task(response, "finished", deadline, |t| t.finished_at.is_some())
         .await;
@@ -964,17 +976,7 @@ async fn a_response_a_crash_left_undone_is_run_by_the_loop(backend: Backend) {
         rackflow_domain::leak::LeakReported::New(_)
     ));
     let deadline = std::time::Duration::from_secs(60);
-    let mut changes = s.waiter("the loop to run the response", deadline);
-    let response = loop {
-        let tasks = rack_tasks(&s.client, 1).await;
-        if let Some(t) = tasks
-            .iter()
-            .find(|t| t.operation == "power_control/force_power_off")
-        {
-            break t.id.as_ref().unwrap().id.parse::<uuid::Uuid>().unwrap();
-        }
-        changes.next(&tasks.len()).await;
-    };
+    let response = response_task(&s, deadline).await;
     let done = s
         .wait_task(response, "finished", deadline, |t| t.finished_at.is_some())
         .await;
