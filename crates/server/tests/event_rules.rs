@@ -24,6 +24,7 @@ both_stores!(
     a_leak_preempts_a_rollout_and_powers_the_tray_off,
     a_leak_injected_in_the_sim_is_detected_and_answered,
     a_response_a_crash_left_undone_is_run_by_the_loop,
+    a_rollout_counts_a_target_the_leak_stopped_as_failed,
 );
 
 const LEAK: &str = "hardware.leak.detected";
@@ -1099,4 +1100,115 @@ async fn two_replicas_answer_one_leak_with_one_shutdown(backend: Backend) {
     assert_eq!(events.total, 1, "{events:#?}");
     assert!(events.events[0].observations >= 3, "{events:#?}");
     a.stop().await;
+}
+
+/// A rollout over two racks with a 50% failure-rate gate: the leak on rack
+/// 1 stops its target's child task, the target fails with the leak's
+/// message, and the gate trips (1 of 2 failed) — the run pauses instead of
+/// going on.
+async fn a_rollout_counts_a_target_the_leak_stopped_as_failed(backend: Backend) {
+    let Some(mut s) = slow_flashing_with(backend, |config| {
+        config.dispatcher.enabled = true;
+        config.dispatcher.poll_interval_ms = 50;
+    })
+    .await
+    else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 2).await;
+    let deadline = std::time::Duration::from_secs(60);
+    let run = s
+        .client
+        .create_operation_run(common::run_request("leak-run", 100, "s", "o", 1))
+        .await
+        .unwrap()
+        .into_inner()
+        .id
+        .unwrap();
+    let targets = |s: &TestServer| {
+        let mut client = s.client.clone();
+        let run = run.clone();
+        async move {
+            client
+                .list_operation_run_targets(pb::ListOperationRunTargetsRequest {
+                    operation_run_id: Some(run),
+                    status: 0,
+                    pagination: None,
+                    phase_scope: pb::OperationRunTargetPhaseScope::CurrentAndCompletedPhases as i32,
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .targets
+        }
+    };
+    // Both racks flashing.
+    let mut changes = s.waiter("both targets submitted", deadline);
+    loop {
+        let ts = targets(&s).await;
+        let running = ts.iter().filter(|t| t.task_id.is_some()).count();
+        if ts.len() == 2 && running == 2 {
+            break;
+        }
+        changes.next(&running).await;
+    }
+    let on_rack_1 = targets(&s)
+        .await
+        .into_iter()
+        .find(|t| t.rack_id == Some(uuid(fixture_id(1))))
+        .unwrap();
+    let child: uuid::Uuid = on_rack_1.task_id.unwrap().id.parse().unwrap();
+    s.wait_task(child, "running", deadline, |t| {
+        t.status == pb::TaskStatus::Running as i32
+    })
+    .await;
+    let tray = s
+        .rack(fixture_id(1), true)
+        .await
+        .components
+        .into_iter()
+        .find(|c| c.r#type == pb::ComponentType::Compute as i32)
+        .unwrap();
+    s.extensions()
+        .report_leak(pb::ReportLeakRequest {
+            component_id: tray.info.unwrap().id,
+            source: "cdu-1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // The target fails with the leak's message; the gate pauses the run.
+    let mut changes = s.waiter("the target to fail and the run to pause", deadline);
+    loop {
+        let ts = targets(&s).await;
+        let failed = ts.iter().find(|t| {
+            t.rack_id == Some(uuid(fixture_id(1)))
+                && t.status == pb::OperationRunTargetStatus::Failed as i32
+        });
+        let run_now = s
+            .client
+            .get_operation_run(pb::GetOperationRunRequest {
+                id: Some(run.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .operation_run
+            .unwrap()
+            .summary
+            .unwrap();
+        let state = run_now.state.unwrap_or_default();
+        if let Some(failed) = failed
+            && state.status == pb::OperationRunStatus::Paused as i32
+            && state.reason == pb::OperationRunStatusReason::SafetyGate as i32
+        {
+            assert!(failed.message.contains("coolant leak"), "{failed:?}");
+            break;
+        }
+        changes
+            .next(&(ts.iter().map(|t| t.status).collect::<Vec<_>>(), state))
+            .await;
+    }
+    s.stop().await;
 }
