@@ -326,6 +326,7 @@ mod tests {
             operational_state: String::new(),
             leak_status: String::new(),
             leak_observed_at: None,
+            leak_handling: String::new(),
             operational_reason: String::new(),
             rack_external_id: String::new(),
             nvl_domain_id: None,

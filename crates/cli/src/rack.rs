@@ -79,6 +79,8 @@ pub struct ComponentView {
     /// `detected`, `not_detected`, or "" (no leak source has reported).
     pub leak_status: String,
     pub leak_observed_at: Option<String>,
+    /// `none`, `shutting_down`, `down`, `failed`, or "" (no leak report).
+    pub leak_handling: String,
     pub rack_external_id: String,
     /// The NVLink domain of the component's rack.
     pub nvl_domain_id: Option<String>,
@@ -234,6 +236,10 @@ impl ComponentView {
                 Ok(status) => enum_name(status.as_str_name(), "LEAK_STATUS_"),
             },
             leak_observed_at: crate::output::timestamp(c.leak_observed_at.as_ref()),
+            leak_handling: match v1::LeakHandlingStatus::try_from(c.leak_handling_status) {
+                Ok(v1::LeakHandlingStatus::Unknown) | Err(_) => String::new(),
+                Ok(status) => enum_name(status.as_str_name(), "LEAK_HANDLING_STATUS_"),
+            },
             rack_external_id: c.rack_external_id.clone(),
             nvl_domain_id: c.nvl_domain_id.as_ref().map(|u| u.id.clone()),
             nvl_domain_external_id: c.nvl_domain_external_id.clone(),
@@ -485,7 +491,11 @@ fn print_rack(rack: &RackView) {
                 or_dash(c.firmware_observed_at.as_deref().unwrap_or("")),
                 or_dash(&c.power_state),
                 or_dash(&c.operational_state),
-                or_dash(&c.leak_status),
+                or_dash(&if c.leak_handling.is_empty() {
+                    c.leak_status.clone()
+                } else {
+                    format!("{} ({})", c.leak_status, c.leak_handling)
+                }),
                 c.slot_id.to_string(),
                 c.tray_idx.to_string(),
                 c.host_id.to_string(),

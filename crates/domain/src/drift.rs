@@ -247,6 +247,7 @@ mod tests {
                 power_observed_at: None,
                 operational: None,
                 leak: None,
+                leak_handling: None,
                 created_at: now,
                 updated_at: now,
                 deleted_at: None,

@@ -218,6 +218,10 @@ pub struct Component {
     /// The latest leak report about the component (issue 34); `None`: no
     /// source has reported on it (the reference's `UNKNOWN`).
     pub leak: Option<LeakObservation>,
+    /// How the response to its leak stands, derived from the leak
+    /// response's task when the component is read (not stored); `None`
+    /// when it was not derived.
+    pub leak_handling: Option<LeakHandling>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub deleted_at: Option<DateTime<Utc>>,
@@ -245,6 +249,33 @@ named_enum!(
         NotDetected = 2 => "not_detected",
     }
 );
+
+named_enum!(
+    /// How a leak's response stands (the reference's `LeakHandlingStatus`;
+    /// numbers are its wire values).
+    LeakHandling {
+        /// No response is needed or none was submitted.
+        Nothing = 1 => "none",
+        /// The response task is queued or running.
+        ShuttingDown = 2 => "shutting_down",
+        /// The response task completed.
+        Down = 3 => "down",
+        /// The response task failed or was cancelled.
+        Failed = 4 => "failed",
+    }
+);
+
+impl LeakHandling {
+    /// The handling a response task in `status` means.
+    pub fn of(status: crate::task::TaskStatus) -> LeakHandling {
+        use crate::task::TaskStatus as S;
+        match status {
+            S::Waiting | S::Pending | S::Running => LeakHandling::ShuttingDown,
+            S::Completed => LeakHandling::Down,
+            S::Failed | S::Terminated => LeakHandling::Failed,
+        }
+    }
+}
 
 /// A leak report as the component carries it: the status and when the
 /// source observed it.
@@ -575,6 +606,7 @@ mod tests {
             power_observed_at: None,
             operational: None,
             leak: None,
+            leak_handling: None,
             created_at: now,
             updated_at: now,
             deleted_at: None,

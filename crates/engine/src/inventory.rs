@@ -390,11 +390,12 @@ impl InventoryManager {
         rack: Rack,
         with_components: bool,
     ) -> Result<RackWithComponents, EngineError> {
-        let components = if with_components {
+        let mut components = if with_components {
             self.store.components_of_racks(&[rack.id]).await?
         } else {
             Vec::new()
         };
+        self.derive_leak_handling(&mut components).await?;
         Ok(RackWithComponents { rack, components })
     }
 
@@ -426,12 +427,14 @@ impl InventoryManager {
         id: Uuid,
         with_rack: bool,
     ) -> Result<(Component, Option<Rack>), EngineError> {
-        let component = self
+        let mut component = self
             .store
             .component_get(id)
             .await?
             .filter(|c| c.deleted_at.is_none())
             .ok_or(EngineError::ComponentNotFound(id))?;
+        self.derive_leak_handling(std::slice::from_mut(&mut component))
+            .await?;
         let rack = self.rack_of(&component, with_rack).await?;
         Ok((component, rack))
     }
@@ -444,7 +447,7 @@ impl InventoryManager {
         serial_number: &str,
         with_rack: bool,
     ) -> Result<(Component, Option<Rack>), EngineError> {
-        let component = self
+        let mut component = self
             .store
             .component_get_by_serial(manufacturer, serial_number)
             .await?
@@ -454,6 +457,8 @@ impl InventoryManager {
                     "component with manufacturer {manufacturer:?} and serial number {serial_number:?} not found"
                 ),
             })?;
+        self.derive_leak_handling(std::slice::from_mut(&mut component))
+            .await?;
         let rack = self.rack_of(&component, with_rack).await?;
         Ok((component, rack))
     }
@@ -481,7 +486,9 @@ impl InventoryManager {
         let mut components_by_rack: HashMap<Uuid, Vec<Component>> = HashMap::new();
         if with_components && !racks.is_empty() {
             let ids: Vec<Uuid> = racks.iter().map(|r| r.id).collect();
-            for c in self.store.components_of_racks(&ids).await? {
+            let mut components = self.store.components_of_racks(&ids).await?;
+            self.derive_leak_handling(&mut components).await?;
+            for c in components {
                 if let Some(rack_id) = c.rack_id {
                     components_by_rack.entry(rack_id).or_default().push(c);
                 }
@@ -821,7 +828,45 @@ impl InventoryManager {
         page: Page,
     ) -> Result<(Vec<Component>, i64), EngineError> {
         let filter = self.resolved_filter(query).await?;
-        Ok(self.store.component_list(&filter, page).await?)
+        let (mut components, total) = self.store.component_list(&filter, page).await?;
+        self.derive_leak_handling(&mut components).await?;
+        Ok((components, total))
+    }
+
+    /// Fills `leak_handling` of the components a leak source has reported
+    /// on: the state of the newest leak-response task acting on each
+    /// (`none` without one). One task read per such component; the others
+    /// (almost all) cost nothing.
+    async fn derive_leak_handling(&self, components: &mut [Component]) -> Result<(), EngineError> {
+        for component in components.iter_mut().filter(|c| c.leak.is_some()) {
+            let filter = rackflow_store::TaskFilter {
+                component_id: Some(component.id),
+                ..rackflow_store::TaskFilter::default()
+            };
+            let (tasks, _) = self
+                .store
+                .task_list(
+                    &filter,
+                    Page {
+                        offset: 0,
+                        limit: 100,
+                    },
+                    false,
+                )
+                .await?;
+            // Newest first: the latest leak response decides.
+            let response = tasks.iter().find(|t| {
+                t.idempotency_key
+                    .as_deref()
+                    .is_some_and(|k| k.starts_with("leak:"))
+            });
+            component.leak_handling = Some(
+                response.map_or(rackflow_domain::inventory::LeakHandling::Nothing, |t| {
+                    rackflow_domain::inventory::LeakHandling::of(t.status)
+                }),
+            );
+        }
+        Ok(())
     }
 
     /// The store filter of `query`: its target resolved into rack ids (with

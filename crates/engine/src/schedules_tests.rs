@@ -98,6 +98,7 @@ async fn fixture() -> Fixture {
         power_observed_at: None,
         operational: None,
         leak: None,
+        leak_handling: None,
         created_at: now,
         updated_at: now,
         deleted_at: None,

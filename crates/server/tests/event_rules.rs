@@ -754,6 +754,27 @@ async fn a_leak_preempts_a_rollout_and_powers_the_tray_off(backend: Backend) {
         .states;
     let state = states.iter().find(|c| c.component == tray_ext).unwrap();
     assert_eq!(state.power_state, "Off", "{state:?}");
+    // The tray reads DETECTED and DOWN (its response completed); a tray
+    // nobody reported on is UNKNOWN / UNKNOWN.
+    let components = s.rack(fixture_id(1), true).await.components;
+    let leaking = components
+        .iter()
+        .find(|c| c.component_id == tray_ext)
+        .unwrap();
+    assert_eq!(leaking.leak_status, pb::LeakStatus::Detected as i32);
+    assert_eq!(
+        leaking.leak_handling_status,
+        pb::LeakHandlingStatus::Down as i32
+    );
+    let other = components
+        .iter()
+        .find(|c| c.component_id != tray_ext)
+        .unwrap();
+    assert_eq!(
+        (other.leak_status, other.leak_handling_status),
+        (0, 0),
+        "{other:?}"
+    );
 
     // The same leak again: no second response.
     let again = s

@@ -81,6 +81,13 @@ fn expected_role(path: &str) -> Role {
         "CreateNodes",
         "DeleteNode",
         "RotateSecrets",
+        "CreateEventRule",
+        "UpdateEventRule",
+        "EnableEventRule",
+        "DisableEventRule",
+        "DeleteEventRule",
+        "CreateEventRuleBinding",
+        "DeleteEventRuleBinding",
     ];
     if service == "rackflow.sim.v1.SimAdmin" || ADMIN_RPCS.contains(&method) {
         Role::Admin

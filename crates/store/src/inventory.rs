@@ -142,6 +142,8 @@ fn component_from_row(row: &impl RowReader) -> StoreResult<Component> {
         power_observed_at: row.opt_ts("power_observed_at")?,
         operational: operational_from_row(row)?,
         leak: leak_from_row(row)?,
+        // Derived from the leak tasks when read (see InventoryManager).
+        leak_handling: None,
         created_at: row.ts("created_at")?,
         updated_at: row.ts("updated_at")?,
         deleted_at: row.opt_ts("deleted_at")?,

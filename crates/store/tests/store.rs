@@ -298,6 +298,7 @@ fn component(
         power_observed_at: None,
         operational: None,
         leak: None,
+        leak_handling: None,
         created_at: epoch(),
         updated_at: epoch(),
         deleted_at: None,

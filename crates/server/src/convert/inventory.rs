@@ -83,6 +83,7 @@ pub fn new_component(field: &str, c: &pb::Component, rack_id: Option<Uuid>) -> C
         .flatten(),
         // Leaks are reported by sources, not imported.
         leak: None,
+        leak_handling: None,
         created_at: now,
         updated_at: now,
         deleted_at: None,
@@ -383,6 +384,7 @@ pub fn pb_component(c: &Component, labels: &RackLabels) -> pb::Component {
             .unwrap_or_default(),
         leak_status: c.leak.map_or(0, |l| l.status.to_wire()),
         leak_observed_at: c.leak.map(|l| super::timestamp(l.observed_at)),
+        leak_handling_status: c.leak_handling.map_or(0, |h| h.to_wire()),
         ..Default::default()
     }
 }
