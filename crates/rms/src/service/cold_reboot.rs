@@ -716,7 +716,9 @@ impl Worker {
         begin(job, timeline, &cancel)?;
         let mut waiting = Vec::new();
         for attempt in 0..NVOS_HELLO_ATTEMPTS {
-            waiting = self.unreachable(&self.targets.switches).await;
+            waiting = self
+                .not_yet(self.targets.switches.iter(), |s| s.is_some())
+                .await;
             if waiting.is_empty() {
                 timeline.finish(
                     StageStatus::Completed,
@@ -746,50 +748,25 @@ impl Worker {
     async fn pending(&self, probe: &Probe) -> Vec<String> {
         match probe {
             Probe::ComputeDown => {
-                let states = join_all(
-                    self.targets
-                        .computes
-                        .iter()
-                        .map(|n| async move { (n, self.read(&n.target).await) }),
-                )
-                .await;
-                states
-                    .into_iter()
-                    .filter(|(_, state)| *state != Some(PowerState::Off))
-                    .map(|(n, _)| n.id.clone())
-                    .collect()
+                self.not_yet(self.targets.computes.iter(), |s| s == Some(PowerState::Off))
+                    .await
             }
-            Probe::TraysUnreachable => {
-                let trays: Vec<&Node> = self.targets.trays().collect();
-                let states = join_all(
-                    trays
-                        .iter()
-                        .map(|n| async move { (*n, self.read(&n.target).await) }),
-                )
-                .await;
-                states
-                    .into_iter()
-                    .filter(|(_, state)| state.is_some())
-                    .map(|(n, _)| n.id.clone())
-                    .collect()
-            }
-            Probe::TraysReachable => {
-                let trays: Vec<Node> = self.targets.trays().cloned().collect();
-                self.unreachable(&trays).await
-            }
+            Probe::TraysUnreachable => self.not_yet(self.targets.trays(), |s| s.is_none()).await,
+            Probe::TraysReachable => self.not_yet(self.targets.trays(), |s| s.is_some()).await,
         }
     }
 
-    async fn unreachable(&self, nodes: &[Node]) -> Vec<String> {
-        let states = join_all(
-            nodes
-                .iter()
-                .map(|n| async move { (n, self.read(&n.target).await) }),
-        )
-        .await;
+    /// Reads every node's state concurrently; the ids of those whose state
+    /// does not satisfy `settled` (`None` = the BMC does not answer).
+    async fn not_yet<'a>(
+        &self,
+        nodes: impl Iterator<Item = &'a Node>,
+        settled: impl Fn(Option<PowerState>) -> bool,
+    ) -> Vec<String> {
+        let states = join_all(nodes.map(|n| async move { (n, self.read(&n.target).await) })).await;
         states
             .into_iter()
-            .filter(|(_, state)| state.is_none())
+            .filter(|(_, state)| !settled(*state))
             .map(|(n, _)| n.id.clone())
             .collect()
     }
