@@ -137,24 +137,36 @@ impl RmsManager {
     /// The racks of `components`, each with all its components.
     async fn racks_of(&self, components: &[ComponentRef]) -> Result<Vec<RackNodes>, ManagerError> {
         let inventory = self.inventory()?;
+        // One read for all of them (a step's components share a rack).
+        let query = rackflow_store::ComponentFilterQuery {
+            ids: components.iter().map(|c| c.id).collect(),
+            ..Default::default()
+        };
+        let (stored, _) = inventory
+            .store
+            .component_list(
+                &query,
+                rackflow_domain::run::Page {
+                    offset: 0,
+                    limit: 0,
+                },
+            )
+            .await
+            .map_err(store_error)?;
+        if let Some(gone) = components
+            .iter()
+            .find(|c| !stored.iter().any(|s| s.id == c.id))
+        {
+            return Err(failed(
+                "read the inventory",
+                vec![gone.external_id.clone()],
+                format!("component {} is no longer in the inventory", gone.id),
+            ));
+        }
         let mut rack_ids: Vec<Uuid> = Vec::new();
         let mut seen = HashSet::new();
-        for component in components {
-            let stored = inventory
-                .store
-                .component_get(component.id)
-                .await
-                .map_err(store_error)?
-                .ok_or_else(|| {
-                    failed(
-                        "read the inventory",
-                        vec![component.external_id.clone()],
-                        format!("component {} is no longer in the inventory", component.id),
-                    )
-                })?;
-            if let Some(rack_id) = stored.rack_id
-                && seen.insert(rack_id)
-            {
+        for rack_id in stored.iter().filter_map(|c| c.rack_id) {
+            if seen.insert(rack_id) {
                 rack_ids.push(rack_id);
             }
         }
