@@ -17,6 +17,26 @@ use crate::event_rule::Severity;
 pub const MAX_SOURCE_BYTES: usize = 128;
 pub const MAX_MESSAGE_BYTES: usize = 1024;
 
+/// How the message of a task stopped for a leak response begins. The task
+/// ends `terminated` (cancelled, its cleanup runs); an operation run whose
+/// child it was records the target as *failed* with the message, so the
+/// leak counts toward the run's safety gates ([`is_leak_preemption`]).
+pub const PREEMPTED_BY_LEAK: &str = "Stopped: coolant leak";
+
+/// The message of a task the leak response stopped: names the leaking
+/// component and the event.
+pub fn preemption_message(component_id: Uuid, event_id: Uuid) -> String {
+    format!(
+        "{PREEMPTED_BY_LEAK} on component {component_id} (leak event {event_id}); the leak response goes first"
+    )
+}
+
+/// Whether a terminated task's message says a leak response stopped it
+/// (only the engine writes task messages, so no caller can forge one).
+pub fn is_leak_preemption(task_message: &str) -> bool {
+    task_message.starts_with(PREEMPTED_BY_LEAK)
+}
+
 /// One report from a leak source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeakReport {

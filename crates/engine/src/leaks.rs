@@ -395,10 +395,7 @@ impl LeakManager {
             task_type,
             components: ours,
         };
-        let message = format!(
-            "Stopped: coolant leak on component {} (leak event {}); the leak response goes first",
-            event.component_id, event.id
-        );
+        let message = rackflow_domain::leak::preemption_message(event.component_id, event.id);
         let mut cancelled = Vec::new();
         for task in &active {
             let is_leak_response = task
@@ -412,7 +409,7 @@ impl LeakManager {
             if is_leak_response || !conflicts(&ours, &theirs) {
                 continue;
             }
-            match self.tasks.stop(task.id, TaskStatus::Failed, &message).await {
+            match self.tasks.stop(task.id, &message).await {
                 Ok(_) => {
                     tracing::warn!(task_id = %task.id, event_id = %event.id, "task cancelled for a leak response");
                     cancelled.push(task.id);

@@ -1138,20 +1138,14 @@ impl TaskManager {
 
     /// Cancels a task in any state (spec §3.6).
     pub async fn cancel(self: &Arc<Self>, id: Uuid) -> Result<Task, EngineError> {
-        self.stop(id, TaskStatus::Terminated, messages::CANCELLED)
-            .await
+        self.stop(id, messages::CANCELLED).await
     }
 
-    /// Stops a task as [`Self::cancel`] does, recording it as `status`
-    /// (terminated, or failed when a safety event cut it off: a leak
-    /// response preempting it) with `message` saying why. An operation run
-    /// counts a failed child toward its gates.
-    pub async fn stop(
-        self: &Arc<Self>,
-        id: Uuid,
-        status: TaskStatus,
-        message: &str,
-    ) -> Result<Task, EngineError> {
+    /// Cancels a task as [`Self::cancel`] does (it ends `terminated`, its
+    /// cleanup runs) with `message` saying why: a leak response preempting
+    /// it names the leak.
+    pub async fn stop(self: &Arc<Self>, id: Uuid, message: &str) -> Result<Task, EngineError> {
+        let status = TaskStatus::Terminated;
         let task = self
             .store
             .task_get(id)

@@ -726,7 +726,7 @@ async fn a_leak_preempts_a_rollout_and_powers_the_tray_off(backend: Backend) {
 
     // The rollout's task ends cancelled, naming the leak.
     let cancelled = s.task(upgrade).await;
-    assert_eq!(cancelled.status, pb::TaskStatus::Failed as i32);
+    assert_eq!(cancelled.status, pb::TaskStatus::Terminated as i32);
     assert!(
         cancelled.message.contains("coolant leak")
             && cancelled.message.contains(&tray_id.clone().unwrap().id),
@@ -881,7 +881,7 @@ async fn a_leak_injected_in_the_sim_is_detected_and_answered(backend: Backend) {
             t.finished_at.is_some()
         })
         .await;
-    assert_eq!(cancelled.status, pb::TaskStatus::Failed as i32);
+    assert_eq!(cancelled.status, pb::TaskStatus::Terminated as i32);
     assert!(
         cancelled.message.contains("coolant leak"),
         "{}",

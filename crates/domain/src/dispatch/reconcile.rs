@@ -33,7 +33,14 @@ pub fn reconcile_target(
     if !needs_reconcile(target) {
         return false;
     }
-    let status = target_status_for_task(task_status);
+    let status = match target_status_for_task(task_status) {
+        // A child cancelled by a leak response failed as far as the run is
+        // concerned: the leak counts toward its gates.
+        TargetStatus::Terminated if crate::leak::is_leak_preemption(task_message) => {
+            TargetStatus::Failed
+        }
+        status => status,
+    };
     if target.status == status && target.message == task_message {
         return false;
     }
@@ -79,6 +86,22 @@ mod tests {
         assert_eq!(t.message, "Pending");
         assert!(reconcile_target(&mut t, TaskStatus::Completed, "Pending"));
         assert_eq!(t.status, T::Completed);
+    }
+
+    #[test]
+    fn a_child_cancelled_by_a_leak_response_fails_its_target() {
+        let leak = crate::leak::preemption_message(id(1), id(2));
+        let mut t = target(0, T::Submitted);
+        assert!(reconcile_target(&mut t, TaskStatus::Terminated, &leak));
+        assert_eq!((t.status, t.message.as_str()), (T::Failed, leak.as_str()));
+        // An operator's cancel stays a terminated target.
+        let mut t = target(0, T::Submitted);
+        assert!(reconcile_target(
+            &mut t,
+            TaskStatus::Terminated,
+            "Cancelled by user"
+        ));
+        assert_eq!(t.status, T::Terminated);
     }
 
     #[test]
