@@ -23,6 +23,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 root.join("v1/flow.proto"),
                 root.join("rackflow/sim/v1/sim.proto"),
                 root.join("rack_manager/rack_manager.proto"),
+                root.join("rackflow/rms/v1/rms.proto"),
             ],
             &[root.clone(), include],
         )?;

@@ -44,6 +44,14 @@ power). `GET /rackflow/resets` lists the resets this emulator received
 (time, system, ResetType) and `GET /rackflow/power` how many requests it
 refused unpowered; neither is refused.
 
+Coolant leak detectors (for the rack manager's ListLeakDetectors): the
+first chassis links a `ThermalSubsystem` (added to sushy's chassis view)
+whose `LeakDetection` holds the `LeakDetectors` named by
+RACKFLOW_LEAK_DETECTORS (comma-separated ids, default `ColdPlate,Manifold`;
+empty: the chassis exposes no leak detection). Each reads `DetectorState`
+OK until `POST /rackflow/leak` with `{"detector": ID, "state":
+"OK"|"Warning"|"Critical"}` sets it; `GET /rackflow/leak` lists the states.
+
 Run it exactly like `sushy-emulator` (same arguments), with the python of
 the sushy-tools installation:  python sushy_fw.py --fake -i 127.0.0.1 -p N
 """
@@ -358,6 +366,112 @@ def reset_log():
 def power_log():
     with _lock:
         return _json({"refused": _power["refused"]})
+
+
+LEAK_DETECTORS = [d for d in os.environ.get(
+    "RACKFLOW_LEAK_DETECTORS", "ColdPlate,Manifold").split(",") if d.strip()]
+_leaks = {d.strip(): "OK" for d in LEAK_DETECTORS}
+_original_chassis = app.view_functions["chassis_resource"]
+
+
+def _thermal_uri(identity):
+    return "/redfish/v1/Chassis/%s/ThermalSubsystem" % identity
+
+
+def _first_chassis(identity):
+    """Whether `identity` names the chassis that holds the leak detectors
+    (like sushy, the first one gets the resources); 404 for no chassis."""
+    try:
+        uuid = app.chassis.uuid(identity)
+    except Exception:  # noqa: BLE001 - sushy raises its own NotFound
+        flask.abort(_error(404, "No chassis %s" % identity, "Base.1.0.ResourceMissingAtURI"))
+    return uuid == app.chassis.chassis[0]
+
+
+def chassis_resource(identity):
+    response = _original_chassis(identity)
+    if flask.request.method != "GET" or response.status_code != 200:
+        return response
+    body = json.loads(response.get_data())
+    body["ThermalSubsystem"] = {"@odata.id": _thermal_uri(identity)}
+    return _json(body)
+
+
+def thermal_subsystem(identity):
+    body = {"@odata.type": "#ThermalSubsystem.v1_3_0.ThermalSubsystem",
+            "@odata.id": _thermal_uri(identity), "Id": "ThermalSubsystem",
+            "Name": "Thermal Subsystem", "Status": {"State": "Enabled", "Health": "OK"}}
+    if _first_chassis(identity) and LEAK_DETECTORS:
+        body["LeakDetection"] = {"@odata.id": _thermal_uri(identity) + "/LeakDetection"}
+    return _json(body)
+
+
+def _detection_or_404(identity):
+    if not (_first_chassis(identity) and LEAK_DETECTORS):
+        flask.abort(_error(404, "Chassis %s has no leak detection" % identity,
+                           "Base.1.0.ResourceMissingAtURI"))
+    return _thermal_uri(identity) + "/LeakDetection"
+
+
+def leak_detection(identity):
+    uri = _detection_or_404(identity)
+    with _lock:
+        worst = "OK"
+        for state in _leaks.values():
+            if state == "Critical" or (state == "Warning" and worst == "OK"):
+                worst = state
+    return _json({"@odata.type": "#LeakDetection.v1_1_0.LeakDetection", "@odata.id": uri,
+                  "Id": "LeakDetection", "Name": "Leak Detection",
+                  "Status": {"State": "Enabled", "Health": worst},
+                  "LeakDetectors": {"@odata.id": uri + "/LeakDetectors"}})
+
+
+def leak_detectors(identity):
+    uri = _detection_or_404(identity) + "/LeakDetectors"
+    members = [{"@odata.id": "%s/%s" % (uri, d)} for d in _leaks]
+    return _json({"@odata.type": "#LeakDetectorCollection.LeakDetectorCollection",
+                  "@odata.id": uri, "Name": "Leak Detectors",
+                  "Members": members, "Members@odata.count": len(members)})
+
+
+def leak_detector(identity, detector):
+    uri = _detection_or_404(identity) + "/LeakDetectors/" + detector
+    with _lock:
+        state = _leaks.get(detector)
+    if state is None:
+        return _error(404, "No leak detector %s" % detector, "Base.1.0.ResourceMissingAtURI")
+    return _json({"@odata.type": "#LeakDetector.v1_3_0.LeakDetector", "@odata.id": uri,
+                  "Id": detector, "Name": "%s leak detector" % detector,
+                  "LeakDetectorType": "Moisture", "DetectorState": state,
+                  "Status": {"State": "Enabled", "Health": state}})
+
+
+app.view_functions["chassis_resource"] = chassis_resource
+app.add_url_rule("/redfish/v1/Chassis/<identity>/ThermalSubsystem",
+                 "rackflow_thermal_subsystem", thermal_subsystem)
+app.add_url_rule("/redfish/v1/Chassis/<identity>/ThermalSubsystem/LeakDetection",
+                 "rackflow_leak_detection", leak_detection)
+app.add_url_rule("/redfish/v1/Chassis/<identity>/ThermalSubsystem/LeakDetection/LeakDetectors",
+                 "rackflow_leak_detectors", leak_detectors)
+app.add_url_rule(
+    "/redfish/v1/Chassis/<identity>/ThermalSubsystem/LeakDetection/LeakDetectors/<detector>",
+    "rackflow_leak_detector", leak_detector)
+
+
+@app.route("/rackflow/leak", methods=["GET", "POST"])
+def leak_admin():
+    if flask.request.method == "GET":
+        with _lock:
+            return _json(dict(_leaks))
+    request = flask.request.get_json(silent=True) or {}
+    detector, state = request.get("detector"), request.get("state")
+    if state not in ("OK", "Warning", "Critical"):
+        return _error(400, "state must be OK, Warning or Critical")
+    with _lock:
+        if detector not in _leaks:
+            return _error(404, "No leak detector %s" % detector)
+        _leaks[detector] = state
+    return flask.Response("", status=204)
 
 
 if __name__ == "__main__":

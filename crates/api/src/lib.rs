@@ -25,5 +25,15 @@ pub mod rack_manager {
     tonic::include_proto!("rack_manager");
 }
 
+/// The rack manager's own RPCs (`package rackflow.rms.v1`, service
+/// `RackManagerExtensions`): what rackflow's rack manager serves beyond the
+/// reference's contract (the BMCs' leak detectors).
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod rms_ext {
+    pub mod v1 {
+        tonic::include_proto!("rackflow.rms.v1");
+    }
+}
+
 /// Encoded file descriptor set of the Flow API, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("flow_descriptor");

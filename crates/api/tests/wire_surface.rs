@@ -1105,6 +1105,22 @@ fn sim_admin_is_our_own_package() {
     }
 }
 
+/// The rack manager's own RPCs live in our own package, never beside the
+/// reference's `RackManager` in `rack_manager`.
+#[test]
+fn rack_manager_extensions_are_our_own_package() {
+    let set = descriptor_set();
+    let ext = service(&set, "rackflow.rms.v1", "RackManagerExtensions");
+    let methods: Vec<&str> = ext.method.iter().map(|m| m.name()).collect();
+    assert_eq!(methods, ["ListLeakDetectors"]);
+    for file in set.file.iter().filter(|f| f.package() == "rack_manager") {
+        assert!(
+            file.service.iter().all(|s| s.name() == "RackManager"),
+            "package rack_manager holds only the reference's RackManager"
+        );
+    }
+}
+
 /// The reference `RackManager` RPCs rackflow's rack manager serves (wire-
 /// contract part B); each takes `<Rpc>Request` and answers `<Rpc>Response`.
 const RACK_MANAGER_SERVED: [&str; 16] = [

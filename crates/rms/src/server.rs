@@ -116,6 +116,7 @@ pub async fn serve_on(
     }
     let server = builder
         .layer(edge.layer)
+        .add_service(service.clone().into_extensions_server())
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(
             // TCP_NODELAY: without it every small unary response waits out

@@ -172,6 +172,11 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
         "/rack_manager.RackManager/ExecuteColdReboot",
         Role::Operator,
     ),
+    // rackflow's own rack-manager RPCs: reading BMC leak detectors.
+    (
+        "/rackflow.rms.v1.RackManagerExtensions/ListLeakDetectors",
+        Role::Viewer,
+    ),
     // Standard services both servers carry.
     ("/grpc.health.v1.Health/Check", Role::Viewer),
     ("/grpc.health.v1.Health/Watch", Role::Viewer),

@@ -290,6 +290,47 @@ impl Emulator {
     pub fn node(&self) -> RedfishNode {
         RedfishNode::new(self.client(None, fast_config()))
     }
+
+    /// The emulator's address (plain HTTP emulators).
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.base_url
+            .strip_prefix("http://")
+            .and_then(|a| a.parse().ok())
+            .expect("emulator address")
+    }
+
+    /// The rack-manager node whose BMC is this emulator (no credentials).
+    pub fn node_info(
+        &self,
+        rack: &str,
+        node: &str,
+        node_type: rackflow_api::rack_manager::NodeType,
+    ) -> rackflow_api::rack_manager::NodeInfo {
+        let addr = self.addr();
+        rackflow_api::rack_manager::NodeInfo {
+            node_id: node.to_owned(),
+            rack_id: rack.to_owned(),
+            r#type: Some(node_type as i32),
+            bmc_endpoint: Some(crate::rms::endpoint(
+                &addr.ip().to_string(),
+                u32::from(addr.port()),
+                None,
+            )),
+            ..Default::default()
+        }
+    }
+
+    /// Sets what one of the emulator's leak detectors reads (`OK`,
+    /// `Warning`, `Critical`) through `POST /rackflow/leak`.
+    pub async fn set_leak(&self, detector: &str, state: &str) {
+        let answer = reqwest::Client::new()
+            .post(format!("{}/rackflow/leak", self.base_url))
+            .json(&serde_json::json!({"detector": detector, "state": state}))
+            .send()
+            .await
+            .expect("POST /rackflow/leak");
+        assert_eq!(answer.status().as_u16(), 204, "{:?}", answer.text().await);
+    }
 }
 
 impl Drop for Emulator {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use rackflow_api::rack_manager as pb;
 use rackflow_api::rack_manager::rack_manager_client::RackManagerClient;
+use rackflow_api::rms_ext::v1::rack_manager_extensions_client::RackManagerExtensionsClient;
 use rackflow_rms::backend::NodeBackend;
 use rackflow_rms::backend::sim::{SimBackend, SimBackendConfig};
 use rackflow_rms::config::RmsConfig;
@@ -26,6 +27,8 @@ pub const IMAGES: [&str; 3] = ["bmc-2.0.fwpkg", "bios-3.1.fwpkg", "psu-1.5.fwpkg
 
 pub struct TestRms {
     pub client: RackManagerClient<Channel>,
+    /// rackflow's own rack-manager RPCs, on the same connection.
+    pub extensions: RackManagerExtensionsClient<Channel>,
     /// The simulated nodes (`None` when the test brought its back end).
     sim: Option<Arc<SimBackend>>,
     pub addr: SocketAddr,
@@ -132,7 +135,8 @@ impl TestRms {
             endpoint.connect().await.expect("connect")
         };
         TestRms {
-            client: RackManagerClient::new(channel),
+            client: RackManagerClient::new(channel.clone()),
+            extensions: RackManagerExtensionsClient::new(channel),
             sim,
             addr,
             metrics_addr,

@@ -11,7 +11,7 @@
 //! seeded latency and fault injection) and [`redfish::RedfishBackend`]
 //! (real BMCs through the Redfish client of `crate::redfish`); the trait is
 //! shaped after that client (reset, power state, inventory, update with task
-//! polling) so that adapter stays small.
+//! polling, leak detectors) so that adapter stays small.
 
 pub mod redfish;
 pub mod sim;
@@ -21,6 +21,7 @@ use std::fmt;
 use async_trait::async_trait;
 
 use crate::job::JobError;
+pub use crate::redfish::{DetectorState, LeakDetector};
 
 /// A power action a back end carries out (the reference's `PowerOperation`
 /// without `UNSPECIFIED`, and Redfish `ResetType`'s vocabulary).
@@ -308,6 +309,14 @@ pub trait NodeBackend: Send + Sync + fmt::Debug {
         image: &FirmwareImage,
         progress: ProgressSink<'_>,
     ) -> Result<FirmwareOutcome, BackendError>;
+
+    /// Reads the node's coolant leak detectors (Redfish `LeakDetection`
+    /// under each chassis' `ThermalSubsystem`); `None` when the BMC exposes
+    /// no leak detection.
+    async fn leak_detectors(
+        &self,
+        node: &NodeTarget,
+    ) -> Result<Option<Vec<LeakDetector>>, BackendError>;
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     BackendError, BmcEndpoint, FirmwareComponent, FirmwareImage, FirmwareOutcome, FirmwareProgress,
-    NodeBackend, NodeTarget, PowerAction, PowerState, ProgressSink,
+    LeakDetector, NodeBackend, NodeTarget, PowerAction, PowerState, ProgressSink,
 };
 use crate::redfish::{
     self, Credentials, RedfishClient, RedfishConfig, RedfishError, RedfishNode, ResetType,
@@ -431,6 +431,16 @@ impl NodeBackend for RedfishBackend {
             .await
             .map_err(backend_error)?;
         Ok(inventory.into_iter().map(component_of).collect())
+    }
+
+    async fn leak_detectors(
+        &self,
+        node: &NodeTarget,
+    ) -> Result<Option<Vec<LeakDetector>>, BackendError> {
+        self.node(node)?
+            .leak_detectors()
+            .await
+            .map_err(backend_error)
     }
 
     async fn update_firmware(

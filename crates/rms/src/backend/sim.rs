@@ -31,6 +31,9 @@
 //!   of the rack is powered on again. A shelf's own BMC stays reachable (it
 //!   runs on standby power). This is what the rack manager's cold reboot
 //!   observes between its shelf-off and shelf-on stages.
+//! * Leak detectors: every compute and switch tray has one (`ColdPlate` in
+//!   chassis `Tray`), dry until [`SimBackend::set_leak`] (or the config's
+//!   `leaking_nodes`) wets it; power shelves and untyped nodes expose none.
 //! * Cancel safety: the state lock is a std mutex held only in short
 //!   synchronous sections; state changes happen after the simulated latency,
 //!   so a dropped call leaves nothing behind but its call-log entry.
@@ -44,8 +47,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BackendError, FirmwareComponent, FirmwareImage, FirmwareOutcome, FirmwareProgress, NodeBackend,
-    NodeKind, NodeTarget, PowerAction, PowerState, ProgressSink,
+    BackendError, DetectorState, FirmwareComponent, FirmwareImage, FirmwareOutcome,
+    FirmwareProgress, LeakDetector, NodeBackend, NodeKind, NodeTarget, PowerAction, PowerState,
+    ProgressSink,
 };
 
 /// Call-log entries kept; older ones are dropped.
@@ -72,6 +76,8 @@ pub struct SimBackendConfig {
     pub initial_firmware_version: String,
     /// Injected faults (`[[nodes.sim.faults]]`).
     pub faults: Vec<SimNodeFault>,
+    /// Node ids whose leak detector reads `Critical` from the start.
+    pub leaking_nodes: Vec<String>,
 }
 
 impl Default for SimBackendConfig {
@@ -84,6 +90,7 @@ impl Default for SimBackendConfig {
             jitter: 0.2,
             initial_firmware_version: "1.0.0".to_owned(),
             faults: Vec::new(),
+            leaking_nodes: Vec::new(),
         }
     }
 }
@@ -96,6 +103,8 @@ pub enum SimOperation {
     PowerState,
     Inventory,
     Firmware,
+    /// Reading the leak detectors.
+    Leak,
     Any,
 }
 
@@ -152,7 +161,8 @@ pub struct SimNodeCall {
     pub sequence: u64,
     pub rack_id: String,
     pub node_id: String,
-    /// `set_power`, `power_state`, `firmware_inventory`, `update_firmware`.
+    /// `set_power`, `power_state`, `firmware_inventory`, `update_firmware`,
+    /// `leak_detectors`.
     pub call: &'static str,
     /// The power action, or `target=file` of a firmware update.
     pub detail: String,
@@ -173,6 +183,8 @@ struct Inner {
     faults: Vec<SimNodeFault>,
     nodes: BTreeMap<(String, String), SimNode>,
     log: VecDeque<SimNodeCall>,
+    /// Wet detectors by node id (set by `set_leak`); absent = dry.
+    leaks: BTreeMap<String, DetectorState>,
     next_sequence: u64,
     next_task: u64,
 }
@@ -221,12 +233,29 @@ impl Inner {
 impl SimBackend {
     pub fn new(config: SimBackendConfig) -> Self {
         let faults = config.faults.clone();
+        let leaks = config
+            .leaking_nodes
+            .iter()
+            .map(|n| (n.clone(), DetectorState::Critical))
+            .collect();
         SimBackend {
             config,
             inner: Mutex::new(Inner {
                 faults,
+                leaks,
                 ..Inner::default()
             }),
+        }
+    }
+
+    /// Sets what the leak detector of node `node_id` reads (any rack):
+    /// `Warning` or `Critical` wets it, `Ok` dries it.
+    pub fn set_leak(&self, node_id: &str, state: DetectorState) {
+        let mut inner = self.lock();
+        if state == DetectorState::Ok {
+            inner.leaks.remove(node_id);
+        } else {
+            inner.leaks.insert(node_id.to_owned(), state);
         }
     }
 
@@ -470,6 +499,43 @@ impl NodeBackend for SimBackend {
                     .collect()
             })
             .unwrap_or_default())
+    }
+
+    async fn leak_detectors(
+        &self,
+        node: &NodeTarget,
+    ) -> Result<Option<Vec<LeakDetector>>, BackendError> {
+        let call = self.begin(
+            node,
+            "leak_detectors",
+            SimOperation::Leak,
+            String::new(),
+            self.config.read_latency_ms,
+        );
+        if let Some(error) = simulate(&call, node, "leak_detectors").await {
+            return Err(error);
+        }
+        if !matches!(
+            NodeKind::of(node.node_type),
+            Some(NodeKind::Compute | NodeKind::Switch)
+        ) {
+            return Ok(None);
+        }
+        let state = self
+            .lock()
+            .leaks
+            .get(&node.node_id)
+            .copied()
+            .unwrap_or(DetectorState::Ok);
+        Ok(Some(vec![LeakDetector {
+            id: "ColdPlate".to_owned(),
+            name: "Cold plate leak detector".to_owned(),
+            chassis_id: "Tray".to_owned(),
+            state,
+            detector_type: "Moisture".to_owned(),
+            uri: "/redfish/v1/Chassis/Tray/ThermalSubsystem/LeakDetection/LeakDetectors/ColdPlate"
+                .to_owned(),
+        }]))
     }
 
     async fn update_firmware(

@@ -11,7 +11,9 @@
 //!   against `ResetType@Redfish.AllowableValues`, `PowerState`, and
 //!   [`RedfishNode::set_power_and_wait`]; firmware (`firmware.rs`):
 //!   `UpdateService` inventory, SimpleUpdate or multipart push, and Task
-//!   following through the `TaskService` with progress callbacks.
+//!   following through the `TaskService` with progress callbacks; coolant
+//!   leak detectors (`leak.rs`): each chassis' `ThermalSubsystem`
+//!   `LeakDetection`.
 //! - Redfish values and their parsing (`types.rs`), pure.
 //!
 //! Nodes know nothing about jobs (spec §3.4); [`RedfishError::job_error`]
@@ -40,6 +42,7 @@ mod config;
 mod credentials;
 mod error;
 mod firmware;
+mod leak;
 mod node;
 mod power;
 mod types;
@@ -51,6 +54,7 @@ pub use error::{RedfishError, TransportKind, bmc_message};
 pub use firmware::{
     FirmwareImage, FirmwareUpdateOutcome, UpdateMethod, UpdateServiceInfo, UpdateStarted,
 };
+pub use leak::{DetectorState, LeakDetector};
 pub use node::{RedfishNode, SERVICE_ROOT};
 pub use power::PowerWait;
 pub use types::{FirmwareComponent, PowerState, ResetType, TaskState, TaskStatus};

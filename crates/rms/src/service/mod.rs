@@ -11,6 +11,7 @@
 
 pub mod cold_reboot;
 mod firmware;
+pub mod leaks;
 pub mod nodes;
 
 use std::sync::Arc;
