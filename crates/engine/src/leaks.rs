@@ -10,9 +10,10 @@
 //!   component; its rack; or, for `affected_components`, the leaking
 //!   component and those in lower slots of its rack — the component alone
 //!   when it has no valid slot). Running and pending tasks on the rack that
-//!   conflict with it are **stopped first** and recorded as failed, with a
-//!   message naming the leak (so a rollout counts them toward its gates;
-//!   waiting tasks stay waiting); then the task is submitted with the
+//!   conflict with it are **cancelled first** (they end terminated, their
+//!   cleanup runs) with a message naming the leak — a rollout records such
+//!   a child's target as failed, so it counts toward its gates; waiting
+//!   tasks stay waiting; then the task is submitted with the
 //!   rule's conflict strategy and the idempotency key
 //!   `leak:{event}:{action}`, so a response driven twice (two replicas, a
 //!   retry) submits one task.
@@ -45,15 +46,28 @@ use crate::error::{EngineError, EventRuleError};
 use crate::event_rules::EventRuleManager;
 use crate::tasks::{SubmitRequest, TaskManager};
 
+/// What a leak source says about one component at one reading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sighting {
+    /// The component's external id.
+    pub external_id: String,
+    pub leaking: bool,
+    /// How bad the source rates it (meaningful when leaking).
+    pub severity: event_rule::Severity,
+    /// What the source saw (the detectors that read a leak), for the
+    /// report's message.
+    pub message: String,
+}
+
 /// A source of leak sightings the detector reads every interval: the
-/// simulated fleet's leak detectors (a BMC's leak detectors through the rack
-/// manager come with its Redfish source).
+/// simulated fleet's leak detectors, or the BMCs' leak detectors through
+/// the rack manager (`manager::rms_leaks`).
 #[async_trait::async_trait]
 pub trait LeakSource: Send + Sync {
     /// The reports' `source`.
     fn name(&self) -> &str;
-    /// `(component external id, leaking)` of every detector it reads.
-    async fn sightings(&self) -> Result<Vec<(String, bool)>, String>;
+    /// One sighting per component it can read.
+    async fn sightings(&self) -> Result<Vec<Sighting>, String>;
 }
 
 #[async_trait::async_trait]
@@ -62,8 +76,17 @@ impl LeakSource for crate::sim::SimFleet {
         "sim"
     }
 
-    async fn sightings(&self) -> Result<Vec<(String, bool)>, String> {
-        Ok(self.leak_detectors())
+    async fn sightings(&self) -> Result<Vec<Sighting>, String> {
+        Ok(self
+            .leak_detectors()
+            .into_iter()
+            .map(|(external_id, leaking)| Sighting {
+                external_id,
+                leaking,
+                severity: event_rule::Severity::Critical,
+                message: String::new(),
+            })
+            .collect())
     }
 }
 
@@ -174,7 +197,7 @@ impl LeakManager {
                 continue;
             }
             let query = rackflow_store::ComponentFilterQuery {
-                external_ids: sightings.iter().map(|(id, _)| id.clone()).collect(),
+                external_ids: sightings.iter().map(|s| s.external_id.clone()).collect(),
                 ..Default::default()
             };
             let (components, _) = self
@@ -188,10 +211,11 @@ impl LeakManager {
                 )
                 .await?;
             let now = Utc::now();
-            for (external_id, leaking) in &sightings {
+            for sighting in &sightings {
+                let leaking = sighting.leaking;
                 for component in components
                     .iter()
-                    .filter(|c| c.external_id.as_deref() == Some(external_id.as_str()))
+                    .filter(|c| c.external_id.as_deref() == Some(sighting.external_id.as_str()))
                 {
                     let was_leaking = component.leak.is_some_and(|l| {
                         l.status == rackflow_domain::inventory::LeakStatus::Detected
@@ -202,10 +226,10 @@ impl LeakManager {
                     let report = LeakReport {
                         component_id: component.id,
                         source: source.name().to_string(),
-                        severity: event_rule::Severity::Critical,
-                        detected: *leaking,
+                        severity: sighting.severity,
+                        detected: leaking,
                         observed_at: now,
-                        message: String::new(),
+                        message: sighting.message.clone(),
                     };
                     match self.report(report).await {
                         Ok(_) => made += 1,

@@ -63,24 +63,8 @@ fn node(id: &str, node_type: pb::NodeType, bmc: &Emulator) -> pb::NodeInfo {
     }
 }
 
-/// `(time, ResetType)` of every reset the emulator received.
 async fn resets(emulator: &Emulator) -> Vec<(f64, String)> {
-    let log: serde_json::Value = reqwest::get(format!("{}/rackflow/resets", emulator.base_url))
-        .await
-        .expect("reset log")
-        .json()
-        .await
-        .expect("reset log JSON");
-    log.as_array()
-        .expect("list")
-        .iter()
-        .map(|r| {
-            (
-                r["time"].as_f64().expect("time"),
-                r["reset_type"].as_str().expect("type").to_owned(),
-            )
-        })
-        .collect()
+    emulator.resets().await
 }
 
 async fn refused_unpowered(emulator: &Emulator) -> u64 {

@@ -213,10 +213,11 @@ pub async fn serve_with_fleet(
     audit.spawn_pruner();
     let leaks =
         rackflow_engine::leaks::LeakManager::new(store.clone(), tasks.clone(), audit.clone());
-    // The provider's leak sources: the simulated fleet's detectors.
-    let leak_sources: Vec<Arc<dyn rackflow_engine::leaks::LeakSource>> = match config.provider {
-        config::Provider::Sim => vec![fleet.clone()],
-        config::Provider::Rms => Vec::new(),
+    // The provider's leak sources: the simulated fleet's detectors, or the
+    // BMCs' through the rack manager.
+    let leak_sources: Vec<Arc<dyn rackflow_engine::leaks::LeakSource>> = match &rack_manager {
+        None => vec![fleet.clone()],
+        Some(manager) => vec![Arc::new(manager.leak_source())],
     };
     // Even without sources: the loop also runs responses a crash left
     // undone.

@@ -320,6 +320,27 @@ impl Emulator {
         }
     }
 
+    /// `(time, ResetType)` of every reset the emulator received
+    /// (`GET /rackflow/resets`), oldest first.
+    pub async fn resets(&self) -> Vec<(f64, String)> {
+        let log: serde_json::Value = reqwest::get(format!("{}/rackflow/resets", self.base_url))
+            .await
+            .expect("reset log")
+            .json()
+            .await
+            .expect("reset log JSON");
+        log.as_array()
+            .expect("a list")
+            .iter()
+            .map(|r| {
+                (
+                    r["time"].as_f64().expect("time"),
+                    r["reset_type"].as_str().expect("reset type").to_owned(),
+                )
+            })
+            .collect()
+    }
+
     /// Sets what one of the emulator's leak detectors reads (`OK`,
     /// `Warning`, `Critical`) through `POST /rackflow/leak`.
     pub async fn set_leak(&self, detector: &str, state: &str) {

@@ -14,6 +14,7 @@
 //! managers (spec §4.3) — and name the missing capability in the error.
 
 pub mod rms;
+pub mod rms_leaks;
 pub mod rms_lifecycle;
 pub mod rms_sync;
 

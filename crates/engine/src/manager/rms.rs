@@ -176,6 +176,8 @@ struct TrackedJob {
 #[derive(Debug)]
 pub struct RmsManager {
     client: RackManagerClient<Channel>,
+    /// The connection, shared by the extension service's client.
+    channel: Channel,
     config: RmsProviderConfig,
     jobs: Arc<Mutex<HashMap<(String, String), TrackedJob>>>,
     changes: Arc<ChangeFeeds>,
@@ -200,8 +202,10 @@ impl RmsManager {
             .endpoint(&config.address, TLS_KEYS)?
             .connect_timeout(Duration::from_millis(config.connect_timeout_ms.max(1)))
             .timeout(Duration::from_millis(config.rpc_timeout_ms.max(1)));
+        let channel = endpoint.connect_lazy();
         Ok(RmsManager {
-            client: RackManagerClient::new(endpoint.connect_lazy()),
+            client: RackManagerClient::new(channel.clone()),
+            channel,
             config,
             jobs: Arc::default(),
             changes: Arc::default(),
@@ -234,6 +238,12 @@ impl RmsManager {
     /// A client of the rack manager (shares the connection).
     pub fn client(&self) -> RackManagerClient<Channel> {
         self.client.clone()
+    }
+
+    /// The BMCs' leak detectors through this rack manager, as a leak
+    /// source of Flow's detection loop (shares the connection).
+    pub fn leak_source(&self) -> super::rms_leaks::RmsLeakSource {
+        super::rms_leaks::RmsLeakSource::new(self.channel.clone(), self.config.address.clone())
     }
 
     /// The rack-manager job tracking a component's current update, if this
