@@ -121,10 +121,19 @@ pub async fn run(
                     .unwrap_or(""),
                 "LEAK_REPORT_OUTCOME_",
             );
+            let ids = |list: &[v1::Uuid]| list.iter().map(|u| u.id.clone()).collect::<Vec<_>>();
+            let (submitted, cancelled) = (
+                ids(&reply.submitted_task_ids),
+                ids(&reply.cancelled_task_ids),
+            );
+            let rule = reply.rule_id.as_ref().map(|u| u.id.clone());
             match output {
                 OutputFormat::Json => print_json(&serde_json::json!({
                     "outcome": outcome,
                     "event": reply.event.as_ref().map(event_json),
+                    "rule_id": rule,
+                    "submitted_task_ids": submitted,
+                    "cancelled_task_ids": cancelled,
                 }))?,
                 OutputFormat::Table => {
                     let event = reply
@@ -134,6 +143,15 @@ pub async fn run(
                         .map(|u| format!(" (leak event {})", u.id))
                         .unwrap_or_default();
                     crate::outln!("{outcome}{event}");
+                    if let Some(rule) = rule {
+                        crate::outln!("event rule {rule} acted");
+                    }
+                    for task in &submitted {
+                        crate::outln!("submitted task {task}");
+                    }
+                    for task in &cancelled {
+                        crate::outln!("cancelled task {task} (the leak response goes first)");
+                    }
                 }
             }
             Ok(())

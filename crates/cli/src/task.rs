@@ -109,6 +109,11 @@ pub struct TaskView {
     pub executor: String,
     pub execution_id: String,
     pub applied_rule_id: Option<String>,
+    /// `api` or `event_rule_execution` (empty from a server that does not
+    /// say).
+    pub trigger: String,
+    /// The event rule that started it, for `event_rule_execution`.
+    pub trigger_id: Option<String>,
     pub queue_expires_at: Option<String>,
     pub created_at: Option<String>,
     pub started_at: Option<String>,
@@ -158,6 +163,12 @@ impl TaskView {
             execution_id: task.execution_id.clone(),
             applied_rule_id: task
                 .applied_rule_id
+                .as_ref()
+                .map(|u| u.id.clone())
+                .filter(|s| !s.is_empty()),
+            trigger: task.trigger_type.clone(),
+            trigger_id: task
+                .trigger_id
                 .as_ref()
                 .map(|u| u.id.clone())
                 .filter(|s| !s.is_empty()),
@@ -219,6 +230,11 @@ pub fn render_task(task: &TaskView) -> String {
                 .clone()
                 .unwrap_or_else(|| "built-in".to_string()),
         );
+    match (&task.trigger_id, task.trigger.as_str()) {
+        (Some(rule), trigger) => fields.add("Trigger", format!("{trigger} (event rule {rule})")),
+        (None, "") => &mut fields,
+        (None, trigger) => fields.add("Trigger", trigger),
+    };
     if task.queue_expires_at.is_some() {
         fields.add("Queue expires", date(&task.queue_expires_at));
     }

@@ -805,6 +805,27 @@ fn leak_report_list_and_the_rack_view() {
     .ok()
     .json();
     assert_eq!(first["outcome"], "new", "{first}");
+    // The built-in rule acted: its force power-off names the rule as its
+    // trigger.
+    assert_eq!(
+        first["rule_id"], "f34b87f7-cb1b-4b08-aa51-30c0b3b58680",
+        "{first}"
+    );
+    let response = first["submitted_task_ids"][0].as_str().unwrap().to_string();
+    let task = rackflow(s, &["task", "get", &response, "-o", "json"])
+        .ok()
+        .json()["tasks"][0]
+        .clone();
+    assert_eq!(task["trigger"], "event_rule_execution", "{task}");
+    assert_eq!(task["trigger_id"], "f34b87f7-cb1b-4b08-aa51-30c0b3b58680");
+    let table = rackflow(s, &["task", "get", &response]).ok();
+    assert!(
+        table
+            .stdout
+            .contains("event_rule_execution (event rule f34b87f7-cb1b-4b08-aa51-30c0b3b58680)"),
+        "{}",
+        table.stdout
+    );
     let again = rackflow(s, &["leak", "report", "--component", &tray]).ok();
     assert!(again.stdout.starts_with("repeat"), "{}", again.stdout);
     let view = rackflow(

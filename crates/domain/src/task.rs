@@ -202,6 +202,46 @@ pub const DEFAULT_QUEUE_TIMEOUT_SECS: i64 = 3600;
 /// Most tasks waiting on one rack (spec §3.3).
 pub const MAX_WAITING_PER_RACK: usize = 5;
 
+/// What started a task (the reference's `trigger_type` / `trigger_id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TaskTrigger {
+    /// A request through the API, a schedule or an operation run.
+    #[default]
+    Api,
+    /// An event rule acting on an event (a leak response); the rule's id.
+    EventRuleExecution { rule_id: Uuid },
+}
+
+impl TaskTrigger {
+    /// The stored and wire name: `api` or `event_rule_execution`.
+    pub fn type_name(self) -> &'static str {
+        match self {
+            TaskTrigger::Api => "api",
+            TaskTrigger::EventRuleExecution { .. } => "event_rule_execution",
+        }
+    }
+
+    /// The trigger's id: the event rule, for an event-rule execution.
+    pub fn id(self) -> Option<Uuid> {
+        match self {
+            TaskTrigger::Api => None,
+            TaskTrigger::EventRuleExecution { rule_id } => Some(rule_id),
+        }
+    }
+
+    /// The trigger a stored `(type, id)` pair names; `None` when the pair
+    /// is not one (unknown type, or an id where none belongs).
+    pub fn from_parts(type_name: &str, id: Option<Uuid>) -> Option<TaskTrigger> {
+        match (type_name, id) {
+            ("api", None) => Some(TaskTrigger::Api),
+            ("event_rule_execution", Some(rule_id)) => {
+                Some(TaskTrigger::EventRuleExecution { rule_id })
+            }
+            _ => None,
+        }
+    }
+}
+
 /// A task as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Task {
@@ -226,6 +266,8 @@ pub struct Task {
     pub queue_policy: QueuePolicy,
     pub queue_expires_at: Option<DateTime<Utc>>,
     pub idempotency_key: Option<String>,
+    /// What started it.
+    pub trigger: TaskTrigger,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,

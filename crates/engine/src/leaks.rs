@@ -573,5 +573,6 @@ fn submit_request(
         rule_id: None,
         idempotency_key: Some(format!("leak:{}:{action}", event.id)),
         required_rack_id: Some(rack),
+        trigger: rackflow_domain::task::TaskTrigger::EventRuleExecution { rule_id: rule.id },
     }
 }

@@ -838,6 +838,7 @@ impl ScheduleManager {
                     .keyed
                     .then(|| schedule::occurrence_key(s.id, firing.fire_at, scope.rack_id)),
                 required_rack_id: Some(scope.rack_id),
+                trigger: rackflow_domain::task::TaskTrigger::Api,
             };
             match self.tasks.submit(req).await {
                 Ok(ids) => {

@@ -228,6 +228,7 @@ mod tests {
                 },
                 queue_expires_at: None,
                 idempotency_key: None,
+                trigger: rackflow_domain::task::TaskTrigger::Api,
                 created_at: now,
                 updated_at: now,
                 started_at: None,

@@ -96,6 +96,8 @@ pub struct SubmitRequest {
     pub idempotency_key: Option<String>,
     /// When set, the target must resolve to exactly this rack.
     pub required_rack_id: Option<Uuid>,
+    /// What asks for it (an event rule, for a leak response).
+    pub trigger: rackflow_domain::task::TaskTrigger,
 }
 
 impl From<rackflow_domain::dispatch::ChildRequest> for SubmitRequest {
@@ -110,6 +112,7 @@ impl From<rackflow_domain::dispatch::ChildRequest> for SubmitRequest {
             rule_id: child.rule_id,
             idempotency_key: Some(child.idempotency_key),
             required_rack_id: Some(child.required_rack_id),
+            trigger: rackflow_domain::task::TaskTrigger::Api,
         }
     }
 }
@@ -672,6 +675,7 @@ impl TaskManager {
             queue_policy: req.queue,
             queue_expires_at: None,
             idempotency_key: req.idempotency_key.clone(),
+            trigger: req.trigger,
             created_at: now,
             updated_at: now,
             started_at: None,

@@ -738,6 +738,10 @@ async fn a_leak_preempts_a_rollout_and_powers_the_tray_off(backend: Backend) {
         .wait_task(response, "finished", deadline, |t| t.finished_at.is_some())
         .await;
     assert_eq!(done.status, pb::TaskStatus::Completed as i32, "{done:#?}");
+    assert_eq!(done.trigger_type, "event_rule_execution");
+    assert_eq!(done.trigger_id.as_ref().unwrap().id, BUILTIN);
+    assert_eq!(cancelled.trigger_type, "api");
+    assert_eq!(cancelled.trigger_id, None);
     assert_eq!(done.operation, "power_control/force_power_off");
     assert!(
         done.description.contains("Leakage response"),

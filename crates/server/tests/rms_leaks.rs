@@ -150,6 +150,12 @@ async fn a_leak_a_bmc_reports_powers_its_tray_off_through_the_rack_manager(backe
         changes.next(&()).await;
     };
     assert_eq!(response.operation, "power_control/force_power_off");
+    assert_eq!(response.trigger_type, "event_rule_execution");
+    assert_eq!(
+        response.trigger_id.as_ref().unwrap().id,
+        "f34b87f7-cb1b-4b08-aa51-30c0b3b58680",
+        "the built-in rule acted"
+    );
     assert_eq!(
         response.status,
         pb::TaskStatus::Completed as i32,

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use rackflow_domain::ComponentsByType;
 use rackflow_domain::run::{OperationRunTarget, Page, QueueStrategy};
-use rackflow_domain::task::{QueuePolicy, Task, TaskStatus, TaskType};
+use rackflow_domain::task::{QueuePolicy, Task, TaskStatus, TaskTrigger, TaskType};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -34,14 +34,14 @@ use crate::{
 const TASK_COLUMNS: &str = "id, type, executor_type, information, description, rack_id, \
      attributes, execution_id, status, message, report, applied_rule_id, rule_definition, \
      conflict_strategy, queue_timeout_secs, created_at, updated_at, started_at, finished_at, \
-     queue_expires_at, idempotency_key";
+     queue_expires_at, idempotency_key, trigger_type, trigger_id";
 
 /// [`TASK_COLUMNS`] without `report`, for listings that strip it (reports
 /// can be large).
 const TASK_COLUMNS_NO_REPORT: &str = "id, type, executor_type, information, description, \
      rack_id, attributes, execution_id, status, message, applied_rule_id, rule_definition, \
      conflict_strategy, queue_timeout_secs, created_at, updated_at, started_at, finished_at, \
-     queue_expires_at, idempotency_key";
+     queue_expires_at, idempotency_key, trigger_type, trigger_id";
 
 /// Waiting, pending and running, as an SQL list.
 pub(crate) const UNFINISHED: &str = "('waiting', 'pending', 'running')";
@@ -98,6 +98,13 @@ fn task_from_row(row: &impl RowReader, with_report: bool) -> StoreResult<Task> {
         },
         queue_expires_at: row.opt_ts("queue_expires_at")?,
         idempotency_key: row.opt_text("idempotency_key")?,
+        trigger: {
+            let (name, id) = (row.text("trigger_type")?, row.opt_uuid("trigger_id")?);
+            TaskTrigger::from_parts(&name, id).ok_or_else(|| StoreError::Decode {
+                what: "task.trigger",
+                detail: format!("trigger_type {name:?} with trigger_id {id:?}"),
+            })?
+        },
         created_at: row.ts("created_at")?,
         updated_at: row.ts("updated_at")?,
         started_at: row.opt_ts("started_at")?,
@@ -287,7 +294,7 @@ async fn submit_in_tx<B: Backend>(
     let insert = Sql::new(format!(
         "INSERT INTO task ({TASK_COLUMNS}, owner, lease_expires_at) VALUES \
          ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $19, NULL, \
-          $17, $18, $20, $21) RETURNING {TASK_COLUMNS}"
+          $17, $18, $22, $23, $20, $21) RETURNING {TASK_COLUMNS}"
     ))
     .arg(task.id)
     .arg(task.task_type.as_str())
@@ -313,7 +320,9 @@ async fn submit_in_tx<B: Backend>(
     .arg(key.clone())
     .arg(started_at)
     .arg(lease.map(|l| l.owner.clone()))
-    .arg(lease.map(|l| l.expires_at));
+    .arg(lease.map(|l| l.expires_at))
+    .arg(task.trigger.type_name())
+    .arg(task.trigger.id());
 
     let rows = tx.fetch_all(insert).await.map_err(SubmitFailure::Insert)?;
     let stored = first_task(&rows)?.ok_or_else(|| StoreError::Decode {

@@ -39,7 +39,9 @@ use rackflow_domain::run::{
     StateFilter, TargetQuery, TargetScope, TargetStatus,
 };
 use rackflow_domain::target::{ComponentFilter, RackIdentifier, RackTarget, TargetSpec};
-use rackflow_domain::task::{QueuePolicy, Task, TaskInformation, TaskStatus, TaskType, messages};
+use rackflow_domain::task::{
+    QueuePolicy, Task, TaskInformation, TaskStatus, TaskTrigger, TaskType, messages,
+};
 use rackflow_store::{
     AuditFilter, ComponentFilterQuery, ComponentPatch, DbTarget, InventoryColumn, ListOrder,
     LockMode, NvlDomainQuery, PgStore, PurgeOutcome, RackFilter, RackImport, RackPatch, RunLock,
@@ -3728,6 +3730,7 @@ fn task(n: u128, rack_id: Uuid) -> Task {
         },
         queue_expires_at: Some(epoch()),
         idempotency_key: None,
+        trigger: TaskTrigger::Api,
         created_at: epoch(),
         updated_at: epoch(),
         started_at: Some(epoch()),
@@ -3869,7 +3872,33 @@ async fn task_submit_inserts_started_tasks(db: &Db) {
     assert!(started >= since);
     assert_eq!(Some(started), Some(stored.created_at));
     assert_eq!(stored.finished_at, None);
+    assert_eq!(stored.trigger, TaskTrigger::Api);
     assert_eq!(store.task_get(t.id).await.unwrap(), Some(stored));
+
+    // An event rule's task keeps the rule as its trigger.
+    let mut by_rule = task(0x5172, id(1));
+    by_rule.trigger = TaskTrigger::EventRuleExecution { rule_id: id(0xE1) };
+    let queued = SubmitDecision::Insert {
+        status: TaskStatus::Pending,
+        message: messages::PENDING.into(),
+        queue_expires_at: None,
+        start: None,
+    };
+    let SubmitOutcome::Inserted(stored) = store
+        .task_submit(&by_rule, &move |_| queued.clone())
+        .await
+        .unwrap()
+    else {
+        panic!("expected Inserted");
+    };
+    assert_eq!(
+        stored.trigger,
+        TaskTrigger::EventRuleExecution { rule_id: id(0xE1) }
+    );
+    assert_eq!(
+        store.task_get(by_rule.id).await.unwrap().map(|t| t.trigger),
+        Some(stored.trigger)
+    );
 }
 
 fn lease(owner: &str, from_now_secs: i64) -> TaskLease {

@@ -88,6 +88,7 @@ fn request(
         rule_id: optional_rule_id(common.rule_id)?,
         idempotency_key: None,
         required_rack_id: None,
+        trigger: rackflow_domain::task::TaskTrigger::Api,
     })
 }
 
@@ -363,6 +364,8 @@ pub fn pb_task(task: &Task, with_report: bool) -> pb::Task {
         updated_at: Some(timestamp(task.updated_at)),
         started_at: task.started_at.map(timestamp),
         report,
+        trigger_type: task.trigger.type_name().to_string(),
+        trigger_id: task.trigger.id().map(pb_uuid),
     }
 }
 
