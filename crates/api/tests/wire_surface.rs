@@ -426,6 +426,7 @@ const OUR_FIELDS_IN_REFERENCE_MESSAGES: &[(&str, &str, i32)] = &[
     ("Component", "leak_observed_at", 1004),
     ("PatchComponentRequest", "operational_state", 1000),
     ("PatchComponentRequest", "operational_reason", 1001),
+    ("GetComponentsRequest", "leak_statuses", 1000),
     ("Task", "trigger_type", 1000),
     ("Task", "trigger_id", 1001),
     ("Rack", "lifecycle_status", 1000),

@@ -12,6 +12,21 @@ use crate::rack::ComponentView;
 
 #[derive(Debug, Subcommand)]
 pub enum ComponentCommand {
+    /// List components, in rack, type and slot order: all of them, a
+    /// rack's, or those in given leak statuses (`--leak detected` finds
+    /// every leaking tray of the fleet).
+    List {
+        /// Only this rack's components (UUID).
+        #[arg(long, value_parser = crate::args::parse_uuid)]
+        rack_id: Option<uuid::Uuid>,
+        /// Only components in these leak statuses (repeat or comma-separate).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        leak: Vec<LeakArg>,
+        #[arg(long, default_value_t = 100)]
+        limit: i32,
+        #[arg(long, default_value_t = 0)]
+        offset: i32,
+    },
     /// Show one component: its rack, NVLink domain, firmware (as observed
     /// or as imported), power, operational state, position and BMCs.
     Get {
@@ -48,6 +63,25 @@ pub enum ComponentCommand {
     },
 }
 
+/// Leak statuses, as typed on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LeakArg {
+    Detected,
+    NotDetected,
+    /// No leak source has reported on it.
+    Unknown,
+}
+
+impl LeakArg {
+    fn to_wire(self) -> v1::LeakStatus {
+        match self {
+            LeakArg::Detected => v1::LeakStatus::Detected,
+            LeakArg::NotDetected => v1::LeakStatus::NotDetected,
+            LeakArg::Unknown => v1::LeakStatus::Unknown,
+        }
+    }
+}
+
 /// The operational states, as typed on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StateArg {
@@ -74,6 +108,53 @@ pub async fn run(
     output: OutputFormat,
 ) -> anyhow::Result<()> {
     match command {
+        ComponentCommand::List {
+            rack_id,
+            leak,
+            limit,
+            offset,
+        } => {
+            let mut flow = client::connect(server).await?;
+            let target_spec = rack_id.map(|id| v1::OperationTargetSpec {
+                targets: Some(v1::operation_target_spec::Targets::Racks(v1::RackTargets {
+                    targets: vec![v1::RackTarget {
+                        identifier: Some(v1::rack_target::Identifier::Id(v1::Uuid {
+                            id: id.to_string(),
+                        })),
+                        component_types: Vec::new(),
+                    }],
+                })),
+            });
+            let reply = flow
+                .get_components(v1::GetComponentsRequest {
+                    target_spec,
+                    pagination: Some(v1::Pagination {
+                        offset: *offset,
+                        limit: *limit,
+                    }),
+                    leak_statuses: leak.iter().map(|l| l.to_wire() as i32).collect(),
+                    ..Default::default()
+                })
+                .await
+                .context("list components")?
+                .into_inner();
+            let views: Vec<ComponentView> = reply
+                .components
+                .iter()
+                .map(ComponentView::from_proto)
+                .collect();
+            match output {
+                OutputFormat::Json => print_json(&serde_json::json!({
+                    "components": views,
+                    "total": reply.total,
+                }))?,
+                OutputFormat::Table => {
+                    crate::rack::components_table(&views).print();
+                    crate::outln!("{} of {} components", views.len(), reply.total);
+                }
+            }
+            Ok(())
+        }
         ComponentCommand::Get { id } => {
             crate::lifecycle::run_component_get(server, *id, output).await
         }

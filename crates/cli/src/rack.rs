@@ -462,6 +462,14 @@ fn print_rack(rack: &RackView) {
     fields.print();
     if let Some(components) = &rack.components {
         crate::outln!();
+        components_table(components).print();
+    }
+}
+
+/// The components table of `rack get --with-components` and
+/// `component list`.
+pub fn components_table(components: &[ComponentView]) -> Table {
+    {
         let mut table = Table::new([
             "TYPE",
             "NAME",
@@ -504,6 +512,6 @@ fn print_rack(rack: &RackView) {
                 c.id.clone(),
             ]);
         }
-        table.print();
+        table
     }
 }

@@ -841,6 +841,35 @@ fn leak_report_list_and_the_rack_view() {
         .find(|c| c["id"] == tray.as_str())
         .unwrap();
     assert_eq!(leaking["leak_status"], "detected");
+    let listed = rackflow(
+        s,
+        &["component", "list", "--leak", "detected", "-o", "json"],
+    )
+    .ok()
+    .json();
+    assert_eq!(listed["total"], 1, "{listed}");
+    assert_eq!(listed["components"][0]["id"], tray.as_str());
+    let dry = rackflow(
+        s,
+        &[
+            "component",
+            "list",
+            "--leak",
+            "unknown,not-detected",
+            "-o",
+            "json",
+        ],
+    )
+    .ok()
+    .json();
+    assert!(dry["total"].as_i64().unwrap() > 1, "{dry}");
+    assert!(
+        dry["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["id"] != tray.as_str())
+    );
     let table = rackflow(s, &["rack", "get", &rack, "--with-components"]).ok();
     assert!(table.stdout.contains("LEAK"), "{}", table.stdout);
     let listed = rackflow(s, &["leak", "list", "--open", "-o", "json"])

@@ -554,6 +554,53 @@ async fn leak_reports_set_the_leak_status_and_open_one_event(backend: Backend) {
     assert_eq!(listed.total, 1);
     assert_eq!(listed.events[0].id, event.id);
 
+    // Listings filter by leak status: the leaking tray, the unreported rest.
+    let by_leak = |statuses: Vec<pb::LeakStatus>| pb::GetComponentsRequest {
+        leak_statuses: statuses.into_iter().map(|s| s as i32).collect(),
+        ..Default::default()
+    };
+    let leaking = s
+        .client
+        .get_components(by_leak(vec![pb::LeakStatus::Detected]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(leaking.total, 1);
+    assert_eq!(leaking.components[0].info.as_ref().unwrap().id, tray_id);
+    let all = s
+        .client
+        .get_components(by_leak(Vec::new()))
+        .await
+        .unwrap()
+        .into_inner()
+        .total;
+    let unreported = s
+        .client
+        .get_components(by_leak(vec![
+            pb::LeakStatus::Unknown,
+            pb::LeakStatus::NotDetected,
+        ]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(unreported.total, all - 1);
+    assert!(
+        unreported
+            .components
+            .iter()
+            .all(|c| c.leak_status == pb::LeakStatus::Unknown as i32)
+    );
+    let err = s
+        .client
+        .get_components(pb::GetComponentsRequest {
+            leak_statuses: vec![7],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("leak_statuses[0]: 7"), "{err:?}");
+
     // Cleared: the event closes and the tray reads not detected.
     let cleared = ext.report_leak(report(true)).await.unwrap().into_inner();
     assert_eq!(cleared.outcome, pb::LeakReportOutcome::Cleared as i32);

@@ -423,6 +423,7 @@ async fn components_add_list_patch(backend: Backend) {
             filters,
             pagination: None,
             order_by: None,
+            leak_statuses: Vec::new(),
         }
     };
     let all = c

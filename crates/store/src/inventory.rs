@@ -150,6 +150,9 @@ fn component_from_row(row: &impl RowReader) -> StoreResult<Component> {
     })
 }
 
+/// `component.leak_status` of a component no source reported on.
+const UNKNOWN_LEAK_STATUS: &str = "unknown";
+
 fn leak_from_row(row: &impl RowReader) -> StoreResult<Option<LeakObservation>> {
     let Some(observed_at) = row.opt_ts("leak_observed_at")? else {
         return Ok(None);
@@ -1044,6 +1047,15 @@ pub(crate) async fn component_list<B: Backend>(
     if !filter.names.is_empty() {
         let list = cond.sql.bind_list(filter.names.iter().map(String::as_str));
         cond.add(format!("name IN {list}"));
+    }
+    if !filter.leak_statuses.is_empty() {
+        let list = cond.sql.bind_list(
+            filter
+                .leak_statuses
+                .iter()
+                .map(|s| s.map_or(UNKNOWN_LEAK_STATUS, LeakStatus::as_str)),
+        );
+        cond.add(format!("leak_status IN {list}"));
     }
     add_text_filters::<B>(&mut cond, &filter.text);
     let total = fetch_count(backend, cond.count("component")).await?;

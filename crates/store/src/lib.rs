@@ -134,6 +134,9 @@ pub struct ComponentFilterQuery {
     pub names: Vec<String>,
     /// The wire's `filters` on name, manufacturer and model.
     pub text: Vec<TextFilter>,
+    /// Only components whose leak status is one of these; `None` stands for
+    /// no report yet (the wire's UNKNOWN). Empty: any.
+    pub leak_statuses: Vec<Option<rackflow_domain::inventory::LeakStatus>>,
     pub include_deleted: bool,
     /// `None`: rack, type, slot, tray, name, id.
     pub order: Option<ListOrder>,

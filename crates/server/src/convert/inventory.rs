@@ -4,7 +4,7 @@ use chrono::Utc;
 use rackflow_api::v1 as pb;
 use rackflow_domain::ComponentType;
 use rackflow_domain::inventory::{
-    Bmc, BmcType, Component, LifecycleStatus, Location, NvlDomain, OperationalState,
+    Bmc, BmcType, Component, LeakStatus, LifecycleStatus, Location, NvlDomain, OperationalState,
     OperationalStatus, Phase, Position, Rack, RackLabels, normalize_mac,
 };
 use rackflow_engine::inventory::{ComponentQuery, NvlinkDomainView, RackRef};
@@ -445,6 +445,30 @@ pub fn lifecycle_statuses(values: &[i32]) -> Checked<Vec<LifecycleStatus>> {
     Ok(out)
 }
 
+/// `GetComponentsRequest.leak_statuses`: `None` for UNKNOWN (no report),
+/// repeats dropped; unknown numbers are refused by index.
+pub fn leak_statuses(values: &[i32]) -> Checked<Vec<Option<LeakStatus>>> {
+    let mut out = Vec::with_capacity(values.len());
+    for (i, v) in values.iter().enumerate() {
+        let status = match *v {
+            0 => None,
+            _ => match LeakStatus::from_wire(*v) {
+                Some(status) => Some(status),
+                None => {
+                    return invalid(format!(
+                        "leak_statuses[{i}]: {v} is not a leak status (unknown, detected or \
+                         not detected)"
+                    ));
+                }
+            },
+        };
+        if !out.contains(&status) {
+            out.push(status);
+        }
+    }
+    Ok(out)
+}
+
 /// Rack listing filters (`Filter` with a rack field; patterns are exact values).
 pub fn rack_filter(
     filters: &[pb::Filter],
@@ -634,6 +658,7 @@ pub fn rack_ref(id: Option<&pb::Uuid>) -> Checked<RackRef> {
 pub fn component_query(req: &pb::GetComponentsRequest) -> Checked<ComponentQuery> {
     let mut filter = ComponentFilterQuery::default();
     component_filter(&req.filters, req.order_by.as_ref(), &mut filter)?;
+    filter.leak_statuses = leak_statuses(&req.leak_statuses)?;
     let target = match &req.target_spec {
         None => None,
         Some(spec) => super::target_spec(spec).map_err(|e| Invalid(format!("target_spec: {e}")))?,

@@ -401,6 +401,7 @@ pub(crate) async fn validate_components(
         filters: req.filters,
         pagination: None,
         order_by: req.order_by,
+        leak_statuses: Vec::new(),
     })?;
     let page = convert::page(req.pagination.as_ref())?;
     let report = inventory.validate(query).await?;
