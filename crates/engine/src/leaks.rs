@@ -105,6 +105,7 @@ pub struct LeakManager {
     rules: EventRuleManager,
     tasks: Arc<TaskManager>,
     audit: Arc<AuditTrail>,
+    metrics: Arc<crate::metrics::Metrics>,
     /// The detection loop.
     background: Background,
 }
@@ -125,8 +126,16 @@ impl LeakManager {
             store,
             tasks,
             audit,
+            metrics: Arc::default(),
             background: Background::new("leak detection"),
         }
+    }
+
+    /// Counts into `metrics` (the server's registry) instead of a registry
+    /// of its own.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Runs the responses that did not run (the process that stored the
@@ -253,6 +262,13 @@ impl LeakManager {
             .check()
             .map_err(|m| EngineError::EventRule(EventRuleError::Invalid(EventRuleInvalid(m))))?;
         let outcome = self.store.leak_report(&report).await?;
+        self.metrics.leak_reported(match &outcome {
+            LeakReported::New(_) => "new",
+            LeakReported::Repeat(_) => "repeat",
+            LeakReported::Cleared(_) => "cleared",
+            LeakReported::Stale => "stale",
+            LeakReported::ComponentNotFound => "component_not_found",
+        });
         let component = report.component_id;
         let response = match &outcome {
             LeakReported::ComponentNotFound => {
@@ -374,6 +390,7 @@ impl LeakManager {
                         rule_id = %rule.id,
                         "event-rule alert: coolant leak"
                     );
+                    self.metrics.alert_sent(rule.id, severity.as_str());
                     response
                         .notes
                         .push(format!("{}: alert ({severity}) {message}", action.name));
@@ -385,6 +402,8 @@ impl LeakManager {
                 }
             }
         }
+        self.metrics
+            .leak_response(response.submitted.len(), response.cancelled.len());
         self.record(event, Some(&rule), &response).await;
         Ok(response)
     }

@@ -14,6 +14,7 @@ pub mod executor;
 pub mod inventory;
 pub mod leaks;
 pub mod manager;
+pub mod metrics;
 pub mod resolve;
 pub mod rules;
 pub mod runs;

@@ -5,7 +5,8 @@
 //! `RACKFLOW_EXECUTOR`, `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `RACKFLOW_TLS_CERT`,
 //! `RACKFLOW_TLS_KEY`, `RACKFLOW_TLS_CLIENT_CA`, `RACKFLOW_ALLOW_INSECURE`,
 //! `RACKFLOW_AUTHORIZATION_MODE`, `RACKFLOW_DATA_KEY_FILE` or the reference's
-//! `FLOW_DATA_ENCRYPTION_KEY_PATH`)
+//! `FLOW_DATA_ENCRYPTION_KEY_PATH`, `RACKFLOW_METRICS_LISTEN` (also enables
+//! `/metrics`))
 //! → command-line flags (applied by the binary on the loaded struct).
 
 use std::net::SocketAddr;
@@ -54,6 +55,34 @@ pub struct Config {
     pub secrets: rackflow_security::secrets::SecretsSection,
     /// Leak detection (`[leaks]`).
     pub leaks: LeaksSection,
+    /// The Prometheus `/metrics` endpoint (`[metrics]`).
+    pub metrics: MetricsSection,
+}
+
+/// The Prometheus `/metrics` endpoint (`[metrics]`): plain HTTP on its own
+/// listener, off unless enabled (several servers on one host would
+/// otherwise fight over the port).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsSection {
+    /// Serve `/metrics`.
+    pub enabled: bool,
+    /// HTTP listen address of `/metrics`.
+    pub listen: std::net::SocketAddr,
+}
+
+/// Default `metrics.listen`.
+pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9464";
+
+impl Default for MetricsSection {
+    fn default() -> Self {
+        MetricsSection {
+            enabled: false,
+            listen: DEFAULT_METRICS_LISTEN
+                .parse()
+                .expect("DEFAULT_METRICS_LISTEN is a valid address"),
+        }
+    }
 }
 
 /// Leak detection (`[leaks]`): how often the leak sources of the provider
@@ -380,6 +409,7 @@ impl Default for Config {
             audit: AuditSection::default(),
             secrets: rackflow_security::secrets::SecretsSection::default(),
             leaks: LeaksSection::default(),
+            metrics: MetricsSection::default(),
         }
     }
 }
@@ -597,6 +627,13 @@ impl Config {
                 name: "RACKFLOW_LISTEN",
                 detail: format!("{e}"),
             })?;
+        }
+        if let Some(listen) = get("RACKFLOW_METRICS_LISTEN") {
+            self.metrics.listen = listen.parse().map_err(|e| ConfigError::Env {
+                name: "RACKFLOW_METRICS_LISTEN",
+                detail: format!("{e}"),
+            })?;
+            self.metrics.enabled = true;
         }
         if let Some(path) = get("RACKFLOW_DB") {
             self.database.sqlite_path = PathBuf::from(path);

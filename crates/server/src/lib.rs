@@ -14,6 +14,7 @@ pub mod error;
 mod executor;
 mod flow;
 pub mod guard;
+mod metrics;
 mod rpc;
 mod sim_admin;
 
@@ -122,6 +123,17 @@ pub async fn serve_with_fleet(
     )?;
     // Everything that can refuse the start comes before any loop starts.
     let guard = Arc::new(guard::RequestGuard::new(&["v1.Flow", "v1.FlowExtensions"])?);
+    let metrics_listener = if config.metrics.enabled {
+        let at = config.metrics.listen;
+        Some(
+            TcpListener::bind(at)
+                .await
+                .map_err(|source| ServerError::Bind { addr: at, source })?,
+        )
+    } else {
+        None
+    };
+    let metrics = Arc::new(rackflow_engine::metrics::Metrics::default());
     let keys = config.secrets.keys()?.map(Arc::new);
     let rack_manager = match config.provider {
         config::Provider::Sim => None,
@@ -212,7 +224,8 @@ pub async fn serve_with_fleet(
     let audit = rackflow_engine::audit::AuditTrail::new(store.clone(), config.audit.engine());
     audit.spawn_pruner();
     let leaks =
-        rackflow_engine::leaks::LeakManager::new(store.clone(), tasks.clone(), audit.clone());
+        rackflow_engine::leaks::LeakManager::new(store.clone(), tasks.clone(), audit.clone())
+            .with_metrics(metrics.clone());
     // The provider's leak sources: the simulated fleet's detectors, or the
     // BMCs' through the rack manager.
     let leak_sources: Vec<Arc<dyn rackflow_engine::leaks::LeakSource>> = match &rack_manager {
@@ -274,6 +287,11 @@ pub async fn serve_with_fleet(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
 
+    let metrics_stop = CancellationToken::new();
+    let metrics_task = metrics_listener.map(|l| {
+        tracing::info!(addr = ?l.local_addr().ok(), "flow metrics listening");
+        tokio::spawn(metrics::serve(l, metrics.clone(), metrics_stop.clone()))
+    });
     tracing::info!(?addr, store = store.dialect(), "flow server listening");
     let grace = Duration::from_secs(config.shutdown_grace_secs);
     let stop = shutdown.clone();
@@ -321,6 +339,14 @@ pub async fn serve_with_fleet(
     // After the executors: what they read back is written, then the writer
     // ends (before the store goes).
     observer.shutdown().await;
+    metrics_stop.cancel();
+    if let Some(task) = metrics_task {
+        match task.await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "metrics endpoint ended with an error"),
+            Err(e) => tracing::warn!(error = %e, "metrics endpoint ended abnormally"),
+            Ok(Ok(())) => {}
+        }
+    }
     tracing::info!("flow server stopped");
     served?;
     Ok(())

@@ -25,6 +25,7 @@ both_stores!(
     a_leak_injected_in_the_sim_is_detected_and_answered,
     a_response_a_crash_left_undone_is_run_by_the_loop,
     a_rollout_counts_a_target_the_leak_stopped_as_failed,
+    alerts_and_leak_reports_are_counted_in_the_metrics,
 );
 
 const LEAK: &str = "hardware.leak.detected";
@@ -1281,6 +1282,98 @@ async fn a_rollout_counts_a_target_the_leak_stopped_as_failed(backend: Backend) 
         changes
             .next(&(ts.iter().map(|t| t.status).collect::<Vec<_>>(), state))
             .await;
+    }
+    s.stop().await;
+}
+
+/// `GET /metrics` on the server's metrics listener: (status line, body).
+async fn scrape(addr: std::net::SocketAddr) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// A site rule that alerts: the alert is in the metrics with its rule and
+/// severity, beside the leak reports by outcome and the response's tasks.
+async fn alerts_and_leak_reports_are_counted_in_the_metrics(backend: Backend) {
+    let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
+    let mut config = rackflow_server::Config::default();
+    config.metrics.enabled = true;
+    config.metrics.listen = metrics_addr;
+    let Some(mut s) = TestServer::start_with(backend, config).await else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 1).await;
+    let (status, before) = scrape(metrics_addr).await;
+    assert!(status.contains("200"), "{status}");
+    // Nothing counted yet: families without series are not written.
+    assert_eq!(before, "# EOF\n");
+    let alert = pb::EventRuleAction {
+        name: "page_the_noc".into(),
+        condition: Some(pb::EventRuleActionCondition::default()),
+        spec: Some(pb::event_rule_action::Spec::SendAlert(
+            pb::EventRuleSendAlertAction {
+                severity: pb::EventRuleSeverity::Critical as i32,
+                message: "coolant leak: page the NOC".into(),
+            },
+        )),
+    };
+    let rule = s
+        .client
+        .create_event_rule(create(
+            "alert_and_power_off",
+            vec![
+                alert,
+                power_off("off", pb::EventRuleTargetStrategy::Component),
+            ],
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    s.client
+        .create_event_rule_binding(pb::CreateEventRuleBindingRequest {
+            rule_id: rule_id(&rule),
+            scope: Some(site_scope()),
+        })
+        .await
+        .unwrap();
+    s.client
+        .enable_event_rule(pb::EnableEventRuleRequest {
+            rule_id: rule_id(&rule),
+        })
+        .await
+        .unwrap();
+    let tray = s.rack(fixture_id(1), true).await.components.remove(0);
+    let report = pb::ReportLeakRequest {
+        component_id: tray.info.unwrap().id,
+        source: "cdu-9".into(),
+        ..Default::default()
+    };
+    let mut ext = s.extensions();
+    let reply = ext.report_leak(report.clone()).await.unwrap().into_inner();
+    assert_eq!(reply.rule_id, rule.id);
+    ext.report_leak(report).await.unwrap();
+
+    let (_, text) = scrape(metrics_addr).await;
+    let rule_label = rule.id.unwrap().id;
+    for line in [
+        format!(
+            "rackflow_event_rule_alerts_total{{rule=\"{rule_label}\",severity=\"critical\"}} 1"
+        ),
+        "rackflow_leak_reports_total{outcome=\"new\"} 1".to_string(),
+        "rackflow_leak_reports_total{outcome=\"repeat\"} 1".to_string(),
+        "rackflow_leak_response_tasks_total{effect=\"submitted\"} 1".to_string(),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
     }
     s.stop().await;
 }
