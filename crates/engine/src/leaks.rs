@@ -183,6 +183,28 @@ impl LeakManager {
         });
     }
 
+    /// Whether a dry reading from `source` may close `component`'s leak:
+    /// its open event is that source's (or there is none, and the reading
+    /// only corrects the component's status).
+    async fn closes(&self, component: Uuid, source: &str) -> Result<bool, EngineError> {
+        let filter = LeakEventFilter {
+            component_id: Some(component),
+            open_only: true,
+            ..LeakEventFilter::default()
+        };
+        let (open, _) = self
+            .store
+            .leak_events_list(
+                &filter,
+                Page {
+                    offset: 0,
+                    limit: 1,
+                },
+            )
+            .await?;
+        Ok(open.first().is_none_or(|event| event.source == source))
+    }
+
     /// Stops the detection loop and waits for a pass in flight.
     pub async fn shutdown(&self) {
         self.background.shutdown().await;
@@ -190,8 +212,10 @@ impl LeakManager {
 
     /// One pass: every source's sightings as reports. A leaking detector is
     /// reported every pass (an observation of the open leak after the
-    /// first); a dry one only when its component was leaking. Returns the
-    /// reports made.
+    /// first); a dry one only when its component was leaking, and only to
+    /// close a leak this source opened — a facility monitor's alarm stays
+    /// open until that monitor (or an operator, through the API) clears it,
+    /// whatever the BMC's detectors read. Returns the reports made.
     pub async fn detect_once(&self, sources: &[Arc<dyn LeakSource>]) -> Result<usize, EngineError> {
         let mut made = 0;
         for source in sources {
@@ -229,7 +253,9 @@ impl LeakManager {
                     let was_leaking = component.leak.is_some_and(|l| {
                         l.status == rackflow_domain::inventory::LeakStatus::Detected
                     });
-                    if !leaking && !was_leaking {
+                    if !leaking
+                        && (!was_leaking || !self.closes(component.id, source.name()).await?)
+                    {
                         continue;
                     }
                     let report = LeakReport {

@@ -26,6 +26,7 @@ both_stores!(
     a_response_a_crash_left_undone_is_run_by_the_loop,
     a_rollout_counts_a_target_the_leak_stopped_as_failed,
     alerts_and_leak_reports_are_counted_in_the_metrics,
+    a_dry_detector_does_not_close_a_monitors_leak,
 );
 
 const LEAK: &str = "hardware.leak.detected";
@@ -1375,5 +1376,105 @@ async fn alerts_and_leak_reports_are_counted_in_the_metrics(backend: Backend) {
     ] {
         assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
     }
+    s.stop().await;
+}
+
+/// The open leak event of `component`, if any.
+async fn open_event(s: &TestServer, component: &Option<pb::Uuid>) -> Option<pb::LeakEvent> {
+    s.extensions()
+        .list_leak_events(pb::ListLeakEventsRequest {
+            component_id: component.clone(),
+            open_only: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .events
+        .pop()
+}
+
+/// A facility monitor's leak stays open while the tray's own (simulated)
+/// detector reads dry: the detection loop closes only the leaks its source
+/// opened; the monitor's all-clear closes it.
+async fn a_dry_detector_does_not_close_a_monitors_leak(backend: Backend) {
+    let mut config = rackflow_server::Config::default();
+    config.leaks.interval_ms = 100;
+    let Some(mut s) = TestServer::start_with(backend, config).await else {
+        return;
+    };
+    fixture_fleet(&mut s.client, 1).await;
+    let trays: Vec<pb::Component> = s
+        .rack(fixture_id(1), true)
+        .await
+        .components
+        .into_iter()
+        .filter(|c| c.r#type == pb::ComponentType::Compute as i32)
+        .collect();
+    let (monitored, detected) = (&trays[0], &trays[1]);
+    let monitored_id = monitored.info.as_ref().unwrap().id.clone();
+    let detected_id = detected.info.as_ref().unwrap().id.clone();
+    let deadline = std::time::Duration::from_secs(30);
+    let mut sim = sim_admin(&s).await;
+    // The tray's detector leaks and dries (its leak opens and closes): it
+    // is read, dry, from now on.
+    for leaking in [true, false] {
+        sim.set_leak(rackflow_api::sim::v1::SetLeakRequest {
+            component: monitored.component_id.clone(),
+            leaking,
+        })
+        .await
+        .unwrap();
+        let mut changes = s.waiter("the tray's leak to follow its detector", deadline);
+        while open_event(&s, &monitored_id).await.is_some() != leaking {
+            changes.next(&()).await;
+        }
+    }
+    // A monitor reports a leak on it.
+    s.extensions()
+        .report_leak(pb::ReportLeakRequest {
+            component_id: monitored_id.clone(),
+            source: "cdu-4".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // Two later passes (one opens a leak on another tray, a later one
+    // closes it) read the monitored tray's detector dry meanwhile.
+    for leaking in [true, false] {
+        sim.set_leak(rackflow_api::sim::v1::SetLeakRequest {
+            component: detected.component_id.clone(),
+            leaking,
+        })
+        .await
+        .unwrap();
+        let mut changes = s.waiter("the other tray's leak to follow its detector", deadline);
+        while open_event(&s, &detected_id).await.is_some() != leaking {
+            changes.next(&()).await;
+        }
+    }
+    let still = open_event(&s, &monitored_id)
+        .await
+        .expect("the monitor's leak stays open");
+    assert_eq!(still.source, "cdu-4");
+    let tray = s
+        .rack(fixture_id(1), true)
+        .await
+        .components
+        .into_iter()
+        .find(|c| c.component_id == monitored.component_id)
+        .unwrap();
+    assert_eq!(tray.leak_status, pb::LeakStatus::Detected as i32);
+    // The monitor's all-clear closes it.
+    s.extensions()
+        .report_leak(pb::ReportLeakRequest {
+            component_id: monitored_id.clone(),
+            source: "cdu-4".into(),
+            cleared: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(open_event(&s, &monitored_id).await.is_none());
     s.stop().await;
 }
