@@ -37,7 +37,18 @@ pub enum ServerError {
     /// `[tls]` / `[authorization]` that cannot be served.
     #[error(transparent)]
     Security(#[from] rackflow_security::SecurityError),
+    /// The compiled descriptors do not load (a build defect, never input).
+    #[error("gRPC reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
 }
+
+/// The services the rack manager answers: what reflection lists.
+pub const SERVICES: [&str; 4] = [
+    "rack_manager.RackManager",
+    "rackflow.rms.v1.RackManagerExtensions",
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1.ServerReflection",
+];
 
 /// The back end the `[nodes]` section selects.
 pub fn build_backend(config: &NodesConfig) -> Result<Arc<dyn NodeBackend>, ServerError> {
@@ -106,6 +117,15 @@ pub async fn serve_on(
         edge.transport != rackflow_security::tls::Transport::Plaintext || config.tls.allow_insecure;
     let service = RackManagerService::new(Arc::clone(&tracker), backend.clone(), config.workflows)
         .accept_credentials(credentials_allowed);
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    set_health(&health_reporter, true).await;
+    let mut reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(rackflow_api::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+    for name in SERVICES {
+        reflection = reflection.with_service_name(name);
+    }
+    let reflection = reflection.build_v1()?;
     let addr = listener.local_addr().ok();
     tracing::info!(?addr, backend = backend.kind(), "rack manager listening");
     let stop = shutdown.clone();
@@ -116,6 +136,8 @@ pub async fn serve_on(
     }
     let server = builder
         .layer(edge.layer)
+        .add_service(health_service)
+        .add_service(reflection)
         .add_service(service.clone().into_extensions_server())
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(
@@ -133,6 +155,7 @@ pub async fn serve_on(
             Ok(())
         }
     };
+    set_health(&health_reporter, false).await;
     let signalled = tracker.shutdown_and_await_terminal(shutdown_timeout).await;
     tracing::info!(signalled, "rack manager drained jobs");
     reaper_stop.cancel();
@@ -147,6 +170,27 @@ pub async fn serve_on(
     tracing::info!("rack manager stopped");
     served?;
     metrics_result.map_err(ServerError::Metrics)
+}
+
+/// Marks both of the rack manager's own services serving (or not).
+async fn set_health(reporter: &tonic_health::server::HealthReporter, serving: bool) {
+    use rackflow_api::rack_manager::rack_manager_server::RackManagerServer;
+    use rackflow_api::rms_ext::v1::rack_manager_extensions_server::RackManagerExtensionsServer;
+    if serving {
+        reporter
+            .set_serving::<RackManagerServer<RackManagerService>>()
+            .await;
+        reporter
+            .set_serving::<RackManagerExtensionsServer<RackManagerService>>()
+            .await;
+    } else {
+        reporter
+            .set_not_serving::<RackManagerServer<RackManagerService>>()
+            .await;
+        reporter
+            .set_not_serving::<RackManagerExtensionsServer<RackManagerService>>()
+            .await;
+    }
 }
 
 #[cfg(test)]

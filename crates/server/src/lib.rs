@@ -282,10 +282,23 @@ pub async fn serve_with_fleet(
     health_reporter
         .set_serving::<FlowExtensionsServer<flow::FlowService>>()
         .await;
-    let reflection = tonic_reflection::server::Builder::configure()
+    // Reflection lists exactly the services this server answers (the
+    // descriptor set also holds the rack manager's).
+    let mut reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(rackflow_api::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+    for service in [
+        "v1.Flow",
+        "v1.FlowExtensions",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+    ] {
+        reflection = reflection.with_service_name(service);
+    }
+    if sim_admin.is_some() {
+        reflection = reflection.with_service_name("rackflow.sim.v1.SimAdmin");
+    }
+    let reflection = reflection.build_v1()?;
 
     let metrics_stop = CancellationToken::new();
     let metrics_task = metrics_listener.map(|l| {
