@@ -91,6 +91,16 @@ pub struct Cli {
     /// Output format of client commands.
     #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
+    /// Log format of the servers (`serve`, `rms serve`): `text`, or `json`
+    /// (one object per line).
+    #[arg(
+        long,
+        global = true,
+        env = "RACKFLOW_LOG_FORMAT",
+        value_enum,
+        default_value_t = serve::LogFormat::Text
+    )]
+    pub log_format: serve::LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -386,6 +396,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         },
     );
     let output = cli.output;
+    serve::set_log_format(cli.log_format);
     // Commands whose failures are about `server` (not the embedded one of
     // `demo`, nor the rack manager `rms` talks to).
     let talks_to_server = !matches!(

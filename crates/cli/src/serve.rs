@@ -48,8 +48,28 @@ impl ServeArgs {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`). Shared by the
-/// long-running commands (`serve`, `rms serve`).
+/// How the long-running commands write their log lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (coloured on a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`, the
+    /// event's fields flattened, `message`), for log pipelines.
+    Json,
+}
+
+static LOG_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
+
+/// Sets the format [`init_tracing`] uses (the global `--log-format`); the
+/// first call wins.
+pub fn set_log_format(format: LogFormat) {
+    let _ = LOG_FORMAT.set(format);
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`), as text or JSON
+/// (`--log-format`). Shared by the long-running commands (`serve`,
+/// `rms serve`).
 ///
 /// A log line that cannot be written (the reader of a `serve | tee log`
 /// pipe went away, a full disk behind a redirect) is dropped: the fmt layer
@@ -59,13 +79,22 @@ impl ServeArgs {
 /// nothing and ignores SIGTERM.
 pub(crate) fn init_tracing() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // A second initialisation (tests) is harmless; ignore it.
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| LossyStderr)
-        .log_internal_errors(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+        .log_internal_errors(false);
+    // A second initialisation (tests) is harmless; ignore it.
+    let _ = match LOG_FORMAT.get().copied().unwrap_or_default() {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
+    };
 }
 
 /// Standard error whose write errors are swallowed (see [`init_tracing`]):

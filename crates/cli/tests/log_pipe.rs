@@ -147,3 +147,67 @@ fn rack_manager_keeps_serving_and_stops_after_its_log_reader_dies() {
     let status = terminate(&mut child);
     assert!(status.success(), "rms serve exited with {status}");
 }
+
+/// `--log-format json`: every line the server writes is one JSON object
+/// with its timestamp, level, target and message, the event's fields
+/// flattened beside them (not Rust `Debug` text).
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let addr = free_addr();
+    let db = temp_path("json-log.db");
+    let config = temp_path("json-log.toml");
+    std::fs::write(&config, "").expect("write config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rackflow"))
+        .args([
+            "serve",
+            "--log-format",
+            "json",
+            "--listen",
+            &addr.to_string(),
+            "--db",
+        ])
+        .arg(&db)
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "info")
+        .env_remove("RACKFLOW_SERVER")
+        .env_remove("DATABASE_URL")
+        .env_remove("RACKFLOW_LISTEN")
+        .env_remove("RACKFLOW_DB")
+        .env_remove("RACKFLOW_LOG_FORMAT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut seen = Vec::new();
+    for line in BufReader::new(stderr).lines() {
+        let line = line.expect("read log");
+        let object: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+        for key in ["timestamp", "level", "target", "message"] {
+            assert!(object.get(key).is_some(), "no {key} in {line}");
+        }
+        let listening = object["message"] == common::SERVE_LISTENING;
+        seen.push(object);
+        if listening {
+            break;
+        }
+    }
+    let listening = seen.last().expect("log lines");
+    assert_eq!(listening["message"], common::SERVE_LISTENING, "{seen:#?}");
+    assert_eq!(listening["level"], "INFO");
+    assert_eq!(
+        listening["store"], "sqlite",
+        "fields are flattened: {listening}"
+    );
+    // A plain address, not Rust's `Some(…)`.
+    assert_eq!(listening["addr"], addr.to_string(), "{listening}");
+    let status = terminate(&mut child);
+    assert!(status.success(), "serve exited with {status}");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    let _ = std::fs::remove_file(&config);
+}

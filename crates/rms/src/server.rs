@@ -103,8 +103,8 @@ pub async fn serve_on(
     let reaper = tracker.spawn_reaper(reaper_stop.clone());
     let metrics_stop = CancellationToken::new();
     let metrics_task = metrics_listener.map(|l| {
-        let addr = l.local_addr().ok();
-        tracing::info!(?addr, "rack manager metrics listening");
+        let addr = l.local_addr().unwrap_or(config.metrics.listen);
+        tracing::info!(%addr, "rack manager metrics listening");
         tokio::spawn(crate::metrics::serve(
             l,
             Arc::clone(tracker.metrics()),
@@ -126,8 +126,8 @@ pub async fn serve_on(
         reflection = reflection.with_service_name(name);
     }
     let reflection = reflection.build_v1()?;
-    let addr = listener.local_addr().ok();
-    tracing::info!(?addr, backend = backend.kind(), "rack manager listening");
+    let addr = listener.local_addr().unwrap_or(config.listen);
+    tracing::info!(%addr, backend = backend.kind(), "rack manager listening");
     let stop = shutdown.clone();
     let grace = std::time::Duration::from_secs(config.shutdown_grace_seconds);
     let mut builder = tonic::transport::Server::builder();

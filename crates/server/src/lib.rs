@@ -302,10 +302,11 @@ pub async fn serve_with_fleet(
 
     let metrics_stop = CancellationToken::new();
     let metrics_task = metrics_listener.map(|l| {
-        tracing::info!(addr = ?l.local_addr().ok(), "flow metrics listening");
+        let at = l.local_addr().unwrap_or(config.metrics.listen);
+        tracing::info!(addr = %at, "flow metrics listening");
         tokio::spawn(metrics::serve(l, metrics.clone(), metrics_stop.clone()))
     });
-    tracing::info!(?addr, store = store.dialect(), "flow server listening");
+    tracing::info!(addr = %addr.unwrap_or(config.listen), store = store.dialect(), "flow server listening");
     let grace = Duration::from_secs(config.shutdown_grace_secs);
     let stop = shutdown.clone();
     let mut builder = tonic::transport::Server::builder();
