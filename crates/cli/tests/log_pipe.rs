@@ -181,22 +181,25 @@ fn json_logs_are_one_object_per_line() {
         .spawn()
         .expect("spawn server");
     let stderr = child.stderr.take().expect("stderr");
-    let mut seen = Vec::new();
-    for line in BufReader::new(stderr).lines() {
-        let line = line.expect("read log");
+    let mut lines = BufReader::new(stderr).lines();
+    let mut next_object = || {
+        let line = lines
+            .next()
+            .expect("the server's log ended")
+            .expect("read log");
         let object: serde_json::Value =
             serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
         for key in ["timestamp", "level", "target", "message"] {
             assert!(object.get(key).is_some(), "no {key} in {line}");
         }
-        let listening = object["message"] == common::SERVE_LISTENING;
-        seen.push(object);
-        if listening {
-            break;
+        object
+    };
+    let listening = loop {
+        let object = next_object();
+        if object["message"] == common::SERVE_LISTENING {
+            break object;
         }
-    }
-    let listening = seen.last().expect("log lines");
-    assert_eq!(listening["message"], common::SERVE_LISTENING, "{seen:#?}");
+    };
     assert_eq!(listening["level"], "INFO");
     assert_eq!(
         listening["store"], "sqlite",
@@ -204,6 +207,20 @@ fn json_logs_are_one_object_per_line() {
     );
     // A plain address, not Rust's `Some(…)`.
     assert_eq!(listening["addr"], addr.to_string(), "{listening}");
+    // One access line per RPC: method, code, caller, peer, latency.
+    rackflow(Some(addr), &["version"]).ok();
+    let access = loop {
+        let object = next_object();
+        if object["target"] == "rackflow::access" {
+            break object;
+        }
+    };
+    assert_eq!(access["rpc"], "/v1.Flow/Version", "{access}");
+    assert_eq!(access["code"], "Ok", "{access}");
+    assert_eq!(access["caller"], "anonymous", "{access}");
+    let peer = access["peer"].as_str().expect("peer");
+    assert!(peer.parse::<SocketAddr>().is_ok(), "{access}");
+    assert!(access["elapsed_ms"].as_f64().is_some(), "{access}");
     let status = terminate(&mut child);
     assert!(status.success(), "serve exited with {status}");
     for suffix in ["", "-wal", "-shm"] {

@@ -71,7 +71,7 @@ impl AuditTrail {
         };
         tracing::error!(
             actor = %event.actor, action = %event.action, code = %event.code,
-            run_id = ?event.run_id, error = %error,
+            run_id = event.run_id.map(tracing::field::display), error = %error,
             "audit event not recorded"
         );
     }

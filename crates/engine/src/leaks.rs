@@ -303,7 +303,7 @@ impl LeakManager {
             LeakReported::New(event) => {
                 tracing::warn!(
                     %component,
-                    rack = ?event.rack_id,
+                    rack = event.rack_id.map(tracing::field::display),
                     event_id = %event.id,
                     source = %event.source,
                     severity = %event.severity,

@@ -391,7 +391,7 @@ impl ScheduleManager {
                 Ok(())
             })
             .await?;
-        tracing::info!(schedule_id = %id, next_run_at = ?lock.schedule.next_run_at, "task schedule resumed");
+        tracing::info!(schedule_id = %id, next_run_at = lock.schedule.next_run_at.map(tracing::field::display), "task schedule resumed");
         self.wake();
         Ok(lock.schedule)
     }
@@ -449,7 +449,7 @@ impl ScheduleManager {
                 Ok(())
             })
             .await?;
-        tracing::info!(schedule_id = %id, next_run_at = ?lock.schedule.next_run_at, "task schedule updated");
+        tracing::info!(schedule_id = %id, next_run_at = lock.schedule.next_run_at.map(tracing::field::display), "task schedule updated");
         self.wake();
         Ok(lock.schedule)
     }

@@ -39,6 +39,21 @@ impl Caller {
     pub fn name(&self) -> &str {
         self.identity.as_deref().unwrap_or("anonymous")
     }
+
+    /// The peer for a log field: its address, or `unknown` (never Rust's
+    /// `Some(…)`).
+    pub fn peer_display(&self) -> impl std::fmt::Display + '_ {
+        struct Peer(Option<SocketAddr>);
+        impl std::fmt::Display for Peer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match self.0 {
+                    Some(addr) => addr.fmt(f),
+                    None => f.write_str("unknown"),
+                }
+            }
+        }
+        Peer(self.peer)
+    }
 }
 
 /// The identity a DER certificate names: its first URI SAN (a SPIFFE ID

@@ -114,7 +114,7 @@ where
                 Decision::Deny(refusal) => {
                     let status = refusal.status(&path);
                     tracing::warn!(
-                        service, rpc = %path, caller = caller.name(), peer = ?caller.peer,
+                        service, rpc = %path, caller = caller.name(), peer = %caller.peer_display(),
                         code = ?status.code(), "authorization denied the call"
                     );
                     if let Some(denials) = &denials {
@@ -128,13 +128,13 @@ where
                         // warning at start says so; per call it is detail.
                         if identified {
                             tracing::warn!(
-                                service, rpc = %path, caller = caller.name(), peer = ?caller.peer,
+                                service, rpc = %path, caller = caller.name(), peer = %caller.peer_display(),
                                 mode, would_be = %refusal.status(&path).message(),
                                 "authorization (audit): enforce would refuse this call; allowed"
                             );
                         } else {
                             tracing::debug!(
-                                service, rpc = %path, peer = ?caller.peer, mode,
+                                service, rpc = %path, peer = %caller.peer_display(), mode,
                                 "authorization (audit): anonymous call allowed"
                             );
                         }
@@ -168,7 +168,7 @@ where
                 .map_or(tonic::Code::Ok, |s| s.code());
             tracing::info!(
                 target: "rackflow::access",
-                service, rpc = %path, caller = caller.name(), peer = ?caller.peer,
+                service, rpc = %path, caller = caller.name(), peer = %caller.peer_display(),
                 code = ?code, elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
                 "rpc"
             );

@@ -158,7 +158,7 @@ pub fn to_status(err: ApiError) -> Status {
         return Status::new(code, text);
     }
     if code == Code::Internal {
-        tracing::error!(error = %message, source = ?std::error::Error::source(&err), "request failed");
+        tracing::error!(error = %message, source = std::error::Error::source(&err).map(tracing::field::display), "request failed");
     } else {
         tracing::debug!(code = ?code, error = %message, "request rejected");
     }
