@@ -1030,65 +1030,26 @@ async fn credentials_over_plaintext_are_refused_unless_allowed() {
 /// reflection lists exactly the services it serves.
 #[tokio::test]
 async fn health_and_reflection() {
-    use tonic_health::pb::HealthCheckRequest;
+    use rackflow_testkit::grpc::{health, reflected_services};
     use tonic_health::pb::health_check_response::ServingStatus;
-    use tonic_health::pb::health_client::HealthClient;
-    use tonic_reflection::pb::v1::ServerReflectionRequest;
-    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
-    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
-    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 
     let rms = TestRms::start().await;
-    let channel = tonic::transport::Channel::from_shared(format!("http://{}", rms.addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut health = HealthClient::new(channel.clone());
     for service in [
         "rack_manager.RackManager",
         "rackflow.rms.v1.RackManagerExtensions",
     ] {
-        let answer = health
-            .check(HealthCheckRequest {
-                service: service.into(),
-            })
+        let status = health(rms.addr, service)
             .await
-            .unwrap_or_else(|e| panic!("health of {service}: {e}"))
-            .into_inner();
-        assert_eq!(answer.status(), ServingStatus::Serving, "{service}");
+            .unwrap_or_else(|e| panic!("health of {service}: {e}"));
+        assert_eq!(status, ServingStatus::Serving, "{service}");
     }
-    let unknown = health
-        .check(HealthCheckRequest {
-            service: "v1.Flow".into(),
-        })
-        .await
-        .unwrap_err();
+    let unknown = health(rms.addr, "v1.Flow").await.unwrap_err();
     assert_eq!(unknown.code(), Code::NotFound);
-
-    let request = ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(MessageRequest::ListServices(String::new())),
-    };
-    let answer = ServerReflectionClient::new(channel)
-        .server_reflection_info(tokio_stream::iter([request]))
-        .await
-        .unwrap()
-        .into_inner()
-        .message()
-        .await
-        .unwrap()
-        .unwrap();
-    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
-        panic!("not a service list: {answer:?}");
-    };
-    let mut names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
-    names.sort();
     let mut expected: Vec<String> = rackflow_rms::server::SERVICES
         .iter()
         .map(ToString::to_string)
         .collect();
     expected.sort();
-    assert_eq!(names, expected);
+    assert_eq!(reflected_services(rms.addr).await, expected);
     rms.stop().await;
 }

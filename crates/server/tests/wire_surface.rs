@@ -10,10 +10,9 @@ use rackflow_api::sim::v1 as sim;
 use rackflow_api::sim::v1::sim_admin_client::SimAdminClient;
 use rackflow_server::Config;
 use rackflow_server::config::Provider;
+use rackflow_testkit::grpc::{health, reflected_services};
 use tonic::Code;
-use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::health_client::HealthClient;
 
 both_stores!(
     health_reports_flow_and_extensions,
@@ -26,62 +25,23 @@ async fn health_reports_flow_and_extensions(backend: Backend) {
     let Some(s) = TestServer::start(backend).await else {
         return;
     };
-    let channel = tonic::transport::Channel::from_shared(format!("http://{}", s.addr))
-        .expect("uri")
-        .connect()
-        .await
-        .expect("connect health");
-    let mut health = HealthClient::new(channel);
     for service in ["v1.Flow", "v1.FlowExtensions"] {
-        let answer = health
-            .check(HealthCheckRequest {
-                service: service.into(),
-            })
+        let status = health(s.addr, service)
             .await
-            .unwrap_or_else(|e| panic!("health of {service}: {e}"))
-            .into_inner();
-        assert_eq!(answer.status(), ServingStatus::Serving, "{service}");
+            .unwrap_or_else(|e| panic!("health of {service}: {e}"));
+        assert_eq!(status, ServingStatus::Serving, "{service}");
     }
     s.stop().await;
 }
 
 async fn reflection_lists_flow_and_extensions(backend: Backend) {
-    use tonic_reflection::pb::v1::ServerReflectionRequest;
-    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
-    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
-    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
-
     let Some(s) = TestServer::start(backend).await else {
         return;
     };
-    let channel = tonic::transport::Channel::from_shared(format!("http://{}", s.addr))
-        .expect("uri")
-        .connect()
-        .await
-        .expect("connect reflection");
-    let request = ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(MessageRequest::ListServices(String::new())),
-    };
-    let mut answers = ServerReflectionClient::new(channel)
-        .server_reflection_info(tokio_stream::iter([request]))
-        .await
-        .expect("reflection")
-        .into_inner();
-    let answer = answers
-        .message()
-        .await
-        .expect("reflection answer")
-        .expect("one answer");
-    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
-        panic!("not a service list: {answer:?}");
-    };
-    let mut names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
-    names.sort();
     // Exactly what this server answers (the sim provider's SimAdmin
     // included), not the rack manager's services of the same descriptors.
     assert_eq!(
-        names,
+        reflected_services(s.addr).await,
         [
             "grpc.health.v1.Health",
             "grpc.reflection.v1.ServerReflection",

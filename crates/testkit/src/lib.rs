@@ -17,6 +17,7 @@
 //!   `WatchOperationRun` stream, a child process's output and exit — each
 //!   with a deadline and a panic naming what it waited for; and the one
 //!   bounded retry, for what publishes no event.
+//! - [`grpc`]: gRPC health and reflection as a test reads them.
 //! - [`rms`]: a rack manager on a free port with a client (its job waits
 //!   are bounded retries: the rack manager publishes no job events).
 //! - [`pg_instance`]: a private PostgreSQL server a test may stop and
@@ -31,6 +32,7 @@
 pub mod changes;
 pub mod db;
 pub mod flow;
+pub mod grpc;
 pub mod pg_instance;
 pub mod pki;
 pub mod redfish;
