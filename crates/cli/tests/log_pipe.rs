@@ -169,7 +169,7 @@ fn json_logs_are_one_object_per_line() {
         .arg(&db)
         .arg("--config")
         .arg(&config)
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "info,rackflow_engine=debug")
         .env_remove("RACKFLOW_SERVER")
         .env_remove("DATABASE_URL")
         .env_remove("RACKFLOW_LISTEN")
@@ -181,11 +181,22 @@ fn json_logs_are_one_object_per_line() {
         .spawn()
         .expect("spawn server");
     let stderr = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let mut next_object = || {
-        let line = lines
-            .next()
-            .expect("the server's log ended")
+    // Lines through a channel, so that a line that never comes fails the
+    // test at a deadline instead of hanging it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let next_object = || {
+        let wait = give_up.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(wait)
+            .expect("the awaited log line within 60 s")
             .expect("read log");
         let object: serde_json::Value =
             serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
@@ -221,6 +232,31 @@ fn json_logs_are_one_object_per_line() {
     let peer = access["peer"].as_str().expect("peer");
     assert!(peer.parse::<SocketAddr>().is_ok(), "{access}");
     assert!(access["elapsed_ms"].as_f64().is_some(), "{access}");
+    // A task's lines carry its id, rack and operation (the task's span).
+    common::import_fleet(Some(addr), 1);
+    let on = rackflow(
+        Some(addr),
+        &["power", "on", "--rack-external-ids", "r-0001", "-o", "json"],
+    )
+    .ok()
+    .json();
+    let task_id = on["task_ids"][0].as_str().expect("task id").to_string();
+    let in_task = loop {
+        let object = next_object();
+        if object["span"]["name"] == "task" && object["span"]["task_id"] == task_id.as_str() {
+            break object;
+        }
+    };
+    assert_eq!(
+        in_task["span"]["operation"], "power_control/power_on",
+        "{in_task}"
+    );
+    assert!(
+        in_task["span"]["rack_id"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{in_task}"
+    );
     let status = terminate(&mut child);
     assert!(status.success(), "serve exited with {status}");
     for suffix in ["", "-wal", "-shm"] {

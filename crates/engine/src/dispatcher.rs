@@ -386,7 +386,9 @@ impl Dispatcher {
     }
 
     /// Up to two attempts for one run (§3.2 step 8), with the same `now`.
-    /// Returns the child tasks the attempts read as finished.
+    /// Returns the child tasks the attempts read as finished. Its log lines
+    /// carry the run's id.
+    #[tracing::instrument(name = "run_dispatch", level = "info", skip_all, fields(run_id = %id))]
     pub async fn dispatch_run(&self, id: Uuid) -> Result<HashSet<Uuid>, EngineError> {
         let now = Utc::now();
         let mut seen_finished = HashSet::new();

@@ -977,16 +977,30 @@ impl TaskManager {
         let user_cancel = self.executing_token(task.id);
         let manager = Arc::clone(self);
         let task_id = task.id;
-        let run = self.background.spawn("task run", async move {
-            let (outcome, last_report) = manager
-                .execute(&task, resume_from, components, user_cancel.clone())
-                .await;
-            // Forgotten only once the outcome is written: until then the
-            // lease renewal keeps the task this process's (an outcome
-            // waiting for the database must not be adopted and run again).
-            manager.finish(&task, outcome, last_report).await;
-            manager.forget_cancel_token(task.id);
-        });
+        // Every line the run logs (executor, component managers) carries
+        // the task, its rack and operation.
+        let span = tracing::info_span!(
+            "task",
+            task_id = %task.id,
+            rack_id = %task.rack_id,
+            operation = %task.operation()
+        );
+        let run = self.background.spawn(
+            "task run",
+            tracing::Instrument::instrument(
+                async move {
+                    let (outcome, last_report) = manager
+                        .execute(&task, resume_from, components, user_cancel.clone())
+                        .await;
+                    // Forgotten only once the outcome is written: until then the
+                    // lease renewal keeps the task this process's (an outcome
+                    // waiting for the database must not be adopted and run again).
+                    manager.finish(&task, outcome, last_report).await;
+                    manager.forget_cancel_token(task.id);
+                },
+                span,
+            ),
+        );
         if run.is_none() {
             self.forget_cancel_token(task_id);
             tracing::info!(task_id = %task_id, "task not started: shutting down; it resumes on the next start");
