@@ -82,11 +82,10 @@ pub fn bounded_summary(text: &str) -> String {
     if text.len() <= MAX_SUMMARY_LEN {
         return text.to_string();
     }
-    let mut end = MAX_SUMMARY_LEN;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… (cut at {MAX_SUMMARY_LEN} bytes)", &text[..end])
+    format!(
+        "{}… (cut at {MAX_SUMMARY_LEN} bytes)",
+        crate::prefix_within(text, MAX_SUMMARY_LEN)
+    )
 }
 
 /// The event of an operator's control that changed the run: `before` →

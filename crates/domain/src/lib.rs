@@ -29,3 +29,27 @@ pub mod target;
 pub mod task;
 
 pub use component::{ComponentSetError, ComponentType, ComponentsByType};
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a
+/// character boundary (the one place text is cut to a byte bound).
+pub fn prefix_within(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod prefix_tests {
+    #[test]
+    fn prefixes_end_on_character_boundaries() {
+        assert_eq!(super::prefix_within("abc", 5), "abc");
+        assert_eq!(super::prefix_within("abc", 2), "ab");
+        assert_eq!(super::prefix_within("ééé", 3), "é");
+        assert_eq!(super::prefix_within("é", 1), "");
+    }
+}

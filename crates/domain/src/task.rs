@@ -285,12 +285,5 @@ impl Task {
 /// keeping only its first line.
 pub fn status_message(text: &str) -> String {
     let line = text.lines().next().unwrap_or("").trim();
-    if line.len() <= messages::MAX_MESSAGE_LEN {
-        return line.to_string();
-    }
-    let mut end = messages::MAX_MESSAGE_LEN;
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    line[..end].to_string()
+    crate::prefix_within(line, messages::MAX_MESSAGE_LEN).to_string()
 }

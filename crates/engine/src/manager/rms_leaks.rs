@@ -118,28 +118,17 @@ pub fn sighting_of(node: &pb::NodeLeakDetectors) -> Option<Sighting> {
         } else {
             Severity::Warning
         },
-        message: truncate(
-            format!(
+        message: rackflow_domain::prefix_within(
+            &format!(
                 "BMC leak detectors of node {} in rack {}: {}",
                 node.node_id,
                 node.rack_id,
                 readings.join(", ")
             ),
             MAX_MESSAGE_BYTES,
-        ),
+        )
+        .to_string(),
     })
-}
-
-/// `text` cut to at most `max` bytes on a character boundary.
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
-    text
 }
 
 #[cfg(test)]
@@ -214,6 +203,6 @@ mod tests {
             .collect();
         let s = sighting_of(&node(many)).unwrap();
         assert!(s.message.len() <= MAX_MESSAGE_BYTES);
-        assert_eq!(truncate("ééé".into(), 3), "é");
+        assert!(s.message.starts_with("BMC leak detectors of node c-0"));
     }
 }
