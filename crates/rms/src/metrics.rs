@@ -1,41 +1,41 @@
-//! The Prometheus `/metrics` endpoint (spec §1.15): serves the tracker's
-//! workflow metrics (`rms_workflows_counts_total`, `rms_workflows_in_flight`)
-//! in the text exposition format over plain HTTP.
-//!
-//! Built on `axum`, which tonic already brings into the dependency tree, so
-//! the endpoint adds no new crate to the build.
+//! The rack manager's Prometheus registry (spec §1.15): the tracker's
+//! workflow families (`rms_workflows_counts_total`, `rms_workflows_in_flight`)
+//! and the gRPC edge's per-RPC families (`rackflow_rpc_*`), served on
+//! `/metrics` by `rackflow_telemetry::http`.
 
 use std::sync::Arc;
 
-use axum::Router;
-use axum::http::header::CONTENT_TYPE;
-use axum::routing::get;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
+use futures_util::future::BoxFuture;
+use prometheus_client::registry::Registry;
+use rackflow_telemetry::{Exposition, RpcMetrics};
 
 use crate::job::WorkflowMetrics;
 
-/// Content type of the Prometheus text format.
-pub const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// The metrics router: `GET /metrics`; anything else is 404.
-pub fn router(metrics: Arc<WorkflowMetrics>) -> Router {
-    Router::new().route(
-        "/metrics",
-        get(move || {
-            let metrics = Arc::clone(&metrics);
-            async move { ([(CONTENT_TYPE, TEXT_FORMAT)], metrics.encode_text()) }
-        }),
-    )
+/// Every family the rack manager exposes.
+#[derive(Debug)]
+pub struct RmsMetrics {
+    registry: Registry,
+    /// What the job tracker counts into.
+    pub workflows: Arc<WorkflowMetrics>,
+    /// What the gRPC edge counts into.
+    pub rpc: Arc<RpcMetrics>,
 }
 
-/// Serves `/metrics` on `listener` until `shutdown` fires.
-pub async fn serve(
-    listener: TcpListener,
-    metrics: Arc<WorkflowMetrics>,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(metrics))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+impl Default for RmsMetrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let workflows = Arc::new(WorkflowMetrics::register(&mut registry));
+        let rpc = Arc::new(RpcMetrics::register(&mut registry));
+        RmsMetrics {
+            registry,
+            workflows,
+            rpc,
+        }
+    }
+}
+
+impl Exposition for RmsMetrics {
+    fn render(&self) -> BoxFuture<'_, String> {
+        Box::pin(async move { rackflow_telemetry::encode(&self.registry) })
+    }
 }

@@ -94,9 +94,11 @@ pub async fn serve_on(
         &config.tls,
         &config.authorization,
     )?;
+    let metrics = Arc::new(crate::metrics::RmsMetrics::default());
     let tracker = Arc::new(
         JobTracker::builder()
             .limits(&config.workflows.job_limits())
+            .metrics(Arc::clone(&metrics.workflows))
             .build(),
     );
     let reaper_stop = CancellationToken::new();
@@ -105,9 +107,9 @@ pub async fn serve_on(
     let metrics_task = metrics_listener.map(|l| {
         let addr = l.local_addr().unwrap_or(config.metrics.listen);
         tracing::info!(%addr, "rack manager metrics listening");
-        tokio::spawn(crate::metrics::serve(
+        tokio::spawn(rackflow_telemetry::http::serve(
             l,
-            Arc::clone(tracker.metrics()),
+            metrics.clone(),
             metrics_stop.clone(),
         ))
     });
@@ -135,7 +137,7 @@ pub async fn serve_on(
         builder = builder.tls_config(tls)?;
     }
     let server = builder
-        .layer(edge.layer)
+        .layer(edge.layer.with_metrics(Arc::clone(&metrics.rpc)))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(service.clone().into_extensions_server())

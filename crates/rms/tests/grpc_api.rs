@@ -942,18 +942,41 @@ async fn metrics_endpoint_serves_workflow_counters() {
     rms.wait_terminal(&resp.job_id).await;
     let (status, body) = rms.scrape("/metrics").await;
     assert!(status.contains("200"), "{status}");
-    assert!(
-        body.contains(
-            "rms_workflows_counts_total{error_code=\"none\",is_leaf=\"true\",workflow_state=\"completed\",workflow_type=\"firmware_update\"} 1"
+    let scrape = rackflow_testkit::metrics::parse(&body);
+    let firmware = [("workflow_type", "firmware_update"), ("is_leaf", "true")];
+    assert_eq!(
+        scrape.value(
+            "rms_workflows_counts",
+            &[
+                firmware[0],
+                firmware[1],
+                ("workflow_state", "completed"),
+                ("error_code", "none")
+            ]
         ),
-        "{body}"
+        1.0
     );
-    assert!(
-        body.contains(
-            "rms_workflows_in_flight{is_leaf=\"true\",workflow_type=\"firmware_update\"} 0"
+    assert_eq!(scrape.value("rms_workflows_in_flight", &firmware), 0.0);
+    // Types never used are there at 0 (a dashboard needs the zero).
+    assert_eq!(
+        scrape.value(
+            "rms_workflows_in_flight",
+            &[
+                ("workflow_type", "cold_reboot_sequence"),
+                ("is_leaf", "false")
+            ]
         ),
-        "{body}"
+        0.0
     );
+    // The gRPC edge counted the calls, by method and code.
+    let update = [
+        ("service", "rms"),
+        ("rpc", "/rack_manager.RackManager/UpdateFirmware"),
+        ("code", "OK"),
+    ];
+    assert_eq!(scrape.value("rackflow_rpc_requests", &update), 1.0);
+    assert_eq!(scrape.value("rackflow_rpc_duration_seconds", &update), 1.0);
+    assert!(scrape.sum("rackflow_rpc_requests", &[("service", "rms")]) >= 2.0);
     let (status, _) = rms.scrape("/nope").await;
     assert!(status.contains("404"), "{status}");
     rms.stop().await;

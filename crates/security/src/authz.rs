@@ -190,6 +190,12 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ),
 ];
 
+/// `path` as the table spells it, when a service of this project serves
+/// it: a bounded label for per-RPC metrics.
+pub fn served_rpc(path: &str) -> Option<&'static str> {
+    RPC_ROLES.iter().find(|(p, _)| *p == path).map(|&(p, _)| p)
+}
+
 /// The role `path` needs (`admin` for a path the table does not list).
 pub fn required_role(path: &str) -> Role {
     RPC_ROLES

@@ -1,6 +1,7 @@
 //! The tower layer in front of every handler of a service, in the
 //! reference's order: access log → panic recovery → authorization →
-//! handler. It also hands the handler the [`Caller`] (request extensions).
+//! handler. It also hands the handler the [`Caller`] (request extensions)
+//! and, when given [`RpcMetrics`], counts every call by method and code.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -10,6 +11,9 @@ use std::time::Instant;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tonic::body::Body;
+
+use rackflow_telemetry::RpcMetrics;
+use rackflow_telemetry::rpc::UNKNOWN_RPC;
 
 use crate::authz::{Decision, Policy};
 use crate::identity::Caller;
@@ -32,6 +36,7 @@ pub struct EdgeLayer {
     service: &'static str,
     policy: Arc<Policy>,
     denials: Option<Arc<dyn DenialRecorder>>,
+    metrics: Option<Arc<RpcMetrics>>,
 }
 
 impl std::fmt::Debug for EdgeLayer {
@@ -49,7 +54,14 @@ impl EdgeLayer {
             service,
             policy: Arc::new(policy),
             denials: None,
+            metrics: None,
         }
+    }
+
+    /// Every call is also counted in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<RpcMetrics>) -> EdgeLayer {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Refused calls also go to `recorder`.
@@ -68,6 +80,7 @@ impl<S> tower::Layer<S> for EdgeLayer {
             service: self.service,
             policy: self.policy.clone(),
             denials: self.denials.clone(),
+            metrics: self.metrics.clone(),
         }
     }
 }
@@ -79,6 +92,7 @@ pub struct EdgeService<S> {
     service: &'static str,
     policy: Arc<Policy>,
     denials: Option<Arc<dyn DenialRecorder>>,
+    metrics: Option<Arc<RpcMetrics>>,
 }
 
 impl<S, B> tower::Service<http::Request<B>> for EdgeService<S>
@@ -109,6 +123,7 @@ where
         let mode = self.policy.mode().as_str();
         let identified = self.policy.callers_identified();
         let denials = self.denials.clone();
+        let metrics = self.metrics.clone();
         Box::pin(async move {
             let response = match decision {
                 Decision::Deny(refusal) => {
@@ -166,14 +181,43 @@ where
             // (or a stream's end) travels in the trailers.
             let code = tonic::Status::from_header_map(response.headers())
                 .map_or(tonic::Code::Ok, |s| s.code());
+            let elapsed = started.elapsed();
+            if let Some(metrics) = &metrics {
+                let rpc = crate::authz::served_rpc(&path).unwrap_or(UNKNOWN_RPC);
+                metrics.observe(service, rpc, code_name(code), elapsed);
+            }
             tracing::info!(
                 target: "rackflow::access",
                 service, rpc = %path, caller = caller.name(), peer = %caller.peer_display(),
-                code = ?code, elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+                code = ?code, elapsed_ms = elapsed.as_secs_f64() * 1e3,
                 "rpc"
             );
             Ok(response)
         })
+    }
+}
+
+/// The canonical name of a gRPC code (`OK`, `NOT_FOUND`, …).
+pub fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
     }
 }
 

@@ -540,6 +540,10 @@ impl<B: Backend> Store for B {
         tasks::racks_with_waiting_tasks(self).await
     }
 
+    async fn status_counts(&self) -> StoreResult<crate::StatusCounts> {
+        crate::stats::status_counts(self).await
+    }
+
     async fn task_update(&self, id: Uuid, update: &TaskUpdate) -> StoreResult<Option<Task>> {
         tasks::task_update(self, id, update).await
     }

@@ -40,6 +40,7 @@ mod schedules;
 mod secrets;
 mod sql;
 mod sqlite;
+mod stats;
 mod tasks;
 
 pub use error::StoreError;
@@ -47,6 +48,7 @@ pub use event_rules::{BindOutcome, EventRuleDeleted, EventRuleUpdate};
 pub use leaks::LeakEventFilter;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
+pub use stats::StatusCounts;
 
 /// Result of store operations.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -696,6 +698,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Racks having at least one waiting task, ordered by id.
     async fn racks_with_waiting_tasks(&self) -> StoreResult<Vec<Uuid>>;
+
+    /// Runs, active runs' targets and unfinished tasks counted by status
+    /// (the metrics endpoint's gauges).
+    async fn status_counts(&self) -> StoreResult<StatusCounts>;
 
     /// Applies `update` to the task if its status is in `update.expected`
     /// (or `expected` is empty) and returns the updated task; `None` when

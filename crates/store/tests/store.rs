@@ -213,6 +213,7 @@ both_dialects!(
     task_submit_inserts_rejects_and_dedupes,
     task_submit_is_serialised_per_rack,
     task_promote_applies_transitions,
+    status_counts_group_runs_active_targets_and_unfinished_tasks,
     task_update_is_conditional_and_stamps,
     task_states_report_status_and_message_only,
     task_list_filters_orders_and_pages,
@@ -4403,6 +4404,63 @@ async fn task_submit_is_serialised_per_rack(db: &Db) {
     inserted.sort();
     assert_eq!(inserted, [id(1), id(2)]);
     assert_eq!(db.count("task").await, 2);
+}
+
+async fn status_counts_group_runs_active_targets_and_unfinished_tasks(db: &Db) {
+    let store = db.store();
+    assert_eq!(
+        store.status_counts().await.unwrap(),
+        rackflow_store::StatusCounts::default()
+    );
+    let active = run(1, "active");
+    store
+        .run_create(
+            &active,
+            &[
+                target(100, active.id, 0, 0, TargetStatus::Completed),
+                target(101, active.id, 1, 0, TargetStatus::Submitted),
+                target(102, active.id, 2, 1, TargetStatus::Pending),
+                target(103, active.id, 3, 1, TargetStatus::Pending),
+            ],
+        )
+        .await
+        .unwrap();
+    let mut done = run(2, "done");
+    done.status = RunStatus::Completed;
+    store
+        .run_create(&done, &[target(200, done.id, 0, 0, TargetStatus::Pending)])
+        .await
+        .unwrap();
+    store.rack_create(&rack(1, "r1", None), &[]).await.unwrap();
+    submit(store, task(1, id(1)), TaskStatus::Running).await;
+    submit(store, task(2, id(1)), TaskStatus::Waiting).await;
+    submit(store, task(3, id(1)), TaskStatus::Waiting).await;
+    submit(store, task(4, id(1)), TaskStatus::Completed).await;
+    let mut counts = store.status_counts().await.unwrap();
+    counts.runs.sort_by_key(|(s, _)| s.as_str());
+    counts.targets.sort_by_key(|(s, _)| s.as_str());
+    counts.tasks.sort_by_key(|(_, s, _)| s.as_str());
+    assert_eq!(
+        counts.runs,
+        [(RunStatus::Completed, 1), (RunStatus::Pending, 1)]
+    );
+    // The finished run's targets are not counted.
+    assert_eq!(
+        counts.targets,
+        [
+            (TargetStatus::Completed, 1),
+            (TargetStatus::Pending, 2),
+            (TargetStatus::Submitted, 1)
+        ]
+    );
+    // Finished tasks are not counted.
+    assert_eq!(
+        counts.tasks,
+        [
+            (TaskType::PowerControl, TaskStatus::Running, 1),
+            (TaskType::PowerControl, TaskStatus::Waiting, 2)
+        ]
+    );
 }
 
 async fn task_promote_applies_transitions(db: &Db) {

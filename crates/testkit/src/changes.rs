@@ -461,6 +461,10 @@ impl Store for ObservedStore {
         self.inner.racks_with_waiting_tasks().await
     }
 
+    async fn status_counts(&self) -> StoreResult<rackflow_store::StatusCounts> {
+        self.inner.status_counts().await
+    }
+
     async fn task_update(&self, id: Uuid, update: &TaskUpdate) -> StoreResult<Option<Task>> {
         let result = self.inner.task_update(id, update).await;
         self.changed();

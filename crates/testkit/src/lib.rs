@@ -33,6 +33,7 @@ pub mod changes;
 pub mod db;
 pub mod flow;
 pub mod grpc;
+pub mod metrics;
 pub mod pg_instance;
 pub mod pki;
 pub mod redfish;

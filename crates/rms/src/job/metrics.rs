@@ -1,19 +1,23 @@
-//! In-process workflow metrics (spec §1.15), fed by the registry's creation
-//! and terminal observers.
+//! Workflow metrics (spec §1.15), fed by the registry's creation and
+//! terminal observers, kept in `prometheus-client` families.
 //!
 //! Only jobs with a `workflow_type` count (visible leaves and parents; batch
 //! children do not). On creation the `queued`/`none` counter and the in-flight
 //! gauge go up; on the single terminal transition the `completed`/`none` or
-//! `failed`/`<error label>` counter goes up and the gauge goes down. The
-//! values are kept here without a Prometheus dependency; [`WorkflowMetrics::encode_text`]
-//! renders them in the Prometheus text format under the `rms` namespace for a
-//! later `/metrics` endpoint.
+//! `failed`/`<error label>` counter goes up and the gauge goes down.
+//!
+//! Every workflow type's in-flight gauge and its `queued`/`completed`
+//! counters exist at 0 from the start, so a scrape before the first job
+//! already shows both families (a dashboard's `rate()` needs the zero).
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
 use super::error::job_error_of;
+use super::job_type::JobType;
 use super::registry::JobSnapshot;
 use super::state::{JobLifecycleState, JobState};
 
@@ -26,37 +30,94 @@ pub const WORKFLOWS_COUNTS_TOTAL: &str = "rms_workflows_counts_total";
 /// Full name of the in-flight gauge.
 pub const WORKFLOWS_IN_FLIGHT: &str = "rms_workflows_in_flight";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct CountKey {
-    // Field order = alphabetical label order, so the map iterates in the
-    // order the text format prints labels.
-    error_code: &'static str,
-    is_leaf: bool,
-    workflow_state: &'static str,
-    workflow_type: &'static str,
+// Label fields in alphabetical order: the order they are printed in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CountLabels {
+    error_code: String,
+    is_leaf: String,
+    workflow_state: String,
+    workflow_type: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct GaugeKey {
-    is_leaf: bool,
-    workflow_type: &'static str,
+impl CountLabels {
+    fn new(error_code: &str, is_leaf: bool, workflow_state: &str, workflow_type: &str) -> Self {
+        CountLabels {
+            error_code: error_code.to_owned(),
+            is_leaf: is_leaf.to_string(),
+            workflow_state: workflow_state.to_owned(),
+            workflow_type: workflow_type.to_owned(),
+        }
+    }
 }
 
-#[derive(Debug, Default)]
-struct Values {
-    counts: BTreeMap<CountKey, u64>,
-    in_flight: BTreeMap<GaugeKey, i64>,
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct GaugeLabels {
+    is_leaf: String,
+    workflow_type: String,
+}
+
+impl GaugeLabels {
+    fn new(is_leaf: bool, workflow_type: &str) -> Self {
+        GaugeLabels {
+            is_leaf: is_leaf.to_string(),
+            workflow_type: workflow_type.to_owned(),
+        }
+    }
 }
 
 /// Workflow counters and gauges.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone)]
 pub struct WorkflowMetrics {
-    values: Mutex<Values>,
+    counts: Family<CountLabels, Counter>,
+    in_flight: Family<GaugeLabels, Gauge>,
+}
+
+impl Default for WorkflowMetrics {
+    /// Families in a registry of their own (a tracker nobody scrapes).
+    fn default() -> Self {
+        Self::register(&mut Registry::default())
+    }
 }
 
 impl WorkflowMetrics {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Both families, registered in `registry`, every workflow type's
+    /// series present at 0.
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = WorkflowMetrics {
+            counts: Family::default(),
+            in_flight: Family::default(),
+        };
+        registry.register(
+            "rms_workflows_counts",
+            "Total count of externally visible async workflow lifecycle events",
+            metrics.counts.clone(),
+        );
+        registry.register(
+            "rms_workflows_in_flight",
+            "Number of externally visible async workflows currently in flight",
+            metrics.in_flight.clone(),
+        );
+        for job_type in JobType::ALL {
+            for is_leaf in [true, false] {
+                let workflow_type = job_type.span_name();
+                let _ = metrics
+                    .in_flight
+                    .get_or_create_owned(&GaugeLabels::new(is_leaf, workflow_type));
+                for state in [JobState::Queued, JobState::Completed] {
+                    let _ = metrics.counts.get_or_create_owned(&CountLabels::new(
+                        WORKFLOW_SUCCESS_ERROR_CODE,
+                        is_leaf,
+                        state.as_str(),
+                        workflow_type,
+                    ));
+                }
+            }
+        }
+        metrics
     }
 
     /// Creation observer: `queued`/`none` counter +1, in-flight +1.
@@ -66,23 +127,17 @@ impl WorkflowMetrics {
         };
         let workflow_type = workflow_type.span_name();
         let is_leaf = !snapshot.node_id.is_empty();
-        let mut values = self.lock();
-        *values
-            .counts
-            .entry(CountKey {
-                error_code: WORKFLOW_SUCCESS_ERROR_CODE,
+        self.counts
+            .get_or_create(&CountLabels::new(
+                WORKFLOW_SUCCESS_ERROR_CODE,
                 is_leaf,
-                workflow_state: JobState::Queued.as_str(),
+                JobState::Queued.as_str(),
                 workflow_type,
-            })
-            .or_default() += 1;
-        *values
-            .in_flight
-            .entry(GaugeKey {
-                is_leaf,
-                workflow_type,
-            })
-            .or_default() += 1;
+            ))
+            .inc();
+        self.in_flight
+            .get_or_create(&GaugeLabels::new(is_leaf, workflow_type))
+            .inc();
     }
 
     /// Terminal observer: `completed`/`none` or `failed`/`<label>` +1,
@@ -103,23 +158,17 @@ impl WorkflowMetrics {
         };
         let workflow_type = workflow_type.span_name();
         let is_leaf = !snapshot.node_id.is_empty();
-        let mut values = self.lock();
-        *values
-            .counts
-            .entry(CountKey {
+        self.counts
+            .get_or_create(&CountLabels::new(
                 error_code,
                 is_leaf,
                 workflow_state,
                 workflow_type,
-            })
-            .or_default() += 1;
-        *values
-            .in_flight
-            .entry(GaugeKey {
-                is_leaf,
-                workflow_type,
-            })
-            .or_default() -= 1;
+            ))
+            .inc();
+        self.in_flight
+            .get_or_create(&GaugeLabels::new(is_leaf, workflow_type))
+            .dec();
     }
 
     /// Current value of `rms_workflows_counts_total{…}` (0 if never seen).
@@ -130,64 +179,13 @@ impl WorkflowMetrics {
         workflow_state: &str,
         error_code: &str,
     ) -> u64 {
-        self.lock()
-            .counts
-            .iter()
-            .find(|(key, _)| {
-                key.workflow_type == workflow_type
-                    && key.is_leaf == is_leaf
-                    && key.workflow_state == workflow_state
-                    && key.error_code == error_code
-            })
-            .map_or(0, |(_, value)| *value)
+        let labels = CountLabels::new(error_code, is_leaf, workflow_state, workflow_type);
+        self.counts.get(&labels).map_or(0, |c| c.get())
     }
 
     /// Current value of `rms_workflows_in_flight{…}` (0 if never seen).
     pub fn in_flight(&self, workflow_type: &str, is_leaf: bool) -> i64 {
-        self.lock()
-            .in_flight
-            .iter()
-            .find(|(key, _)| key.workflow_type == workflow_type && key.is_leaf == is_leaf)
-            .map_or(0, |(_, value)| *value)
-    }
-
-    /// Renders both metrics in the Prometheus text exposition format.
-    pub fn encode_text(&self) -> String {
-        let values = self.lock();
-        let mut out = String::new();
-        if !values.counts.is_empty() {
-            let _ = writeln!(
-                out,
-                "# HELP {WORKFLOWS_COUNTS_TOTAL} Total count of externally visible async workflow lifecycle events"
-            );
-            let _ = writeln!(out, "# TYPE {WORKFLOWS_COUNTS_TOTAL} counter");
-            for (key, value) in &values.counts {
-                let _ = writeln!(
-                    out,
-                    "{WORKFLOWS_COUNTS_TOTAL}{{error_code=\"{}\",is_leaf=\"{}\",workflow_state=\"{}\",workflow_type=\"{}\"}} {value}",
-                    key.error_code, key.is_leaf, key.workflow_state, key.workflow_type
-                );
-            }
-        }
-        if !values.in_flight.is_empty() {
-            let _ = writeln!(
-                out,
-                "# HELP {WORKFLOWS_IN_FLIGHT} Number of externally visible async workflows currently in flight"
-            );
-            let _ = writeln!(out, "# TYPE {WORKFLOWS_IN_FLIGHT} gauge");
-            for (key, value) in &values.in_flight {
-                let _ = writeln!(
-                    out,
-                    "{WORKFLOWS_IN_FLIGHT}{{is_leaf=\"{}\",workflow_type=\"{}\"}} {value}",
-                    key.is_leaf, key.workflow_type
-                );
-            }
-        }
-        out
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Values> {
-        // Counter updates cannot be left half-applied; a poisoned lock is safe.
-        self.values.lock().unwrap_or_else(PoisonError::into_inner)
+        let labels = GaugeLabels::new(is_leaf, workflow_type);
+        self.in_flight.get(&labels).map_or(0, |g| g.get())
     }
 }

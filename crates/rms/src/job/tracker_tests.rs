@@ -1230,27 +1230,45 @@ fn children_and_plain_leaves_emit_no_workflow_metrics() {
 
 #[test]
 fn metrics_render_in_prometheus_text_format() {
-    let tracker = JobTracker::new();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Arc::new(WorkflowMetrics::register(&mut registry));
+    // Both families and every type's zero series exist before any job.
+    let before = rackflow_telemetry::encode(&registry);
+    assert!(
+        before.contains("# TYPE rms_workflows_counts counter\n"),
+        "{before}"
+    );
+    assert!(before.contains(
+        "rms_workflows_counts_total{error_code=\"none\",is_leaf=\"false\",workflow_state=\"queued\",workflow_type=\"cold_reboot_sequence\"} 0\n"
+    ), "{before}");
+    assert!(
+        before.contains(
+            "rms_workflows_in_flight{is_leaf=\"true\",workflow_type=\"firmware_update\"} 0\n"
+        ),
+        "{before}"
+    );
+    let tracker = JobTracker::builder().metrics(metrics).build();
     let job = tracker
         .create_visible_workflow_job_if_node_idle("r", "n", JobType::FirmwareUpdate)
         .unwrap();
     job.complete("Completed", "");
-    let text = tracker.metrics().encode_text();
+    let text = rackflow_telemetry::encode(&registry);
     assert!(
-        text.contains("# TYPE rms_workflows_counts_total counter\n"),
+        text.contains("# TYPE rms_workflows_in_flight gauge\n"),
         "{text}"
     );
     assert!(text.contains(
         "rms_workflows_counts_total{error_code=\"none\",is_leaf=\"true\",workflow_state=\"queued\",workflow_type=\"firmware_update\"} 1\n"
-    ));
+    ), "{text}");
     assert!(text.contains(
         "rms_workflows_counts_total{error_code=\"none\",is_leaf=\"true\",workflow_state=\"completed\",workflow_type=\"firmware_update\"} 1\n"
-    ));
-    assert!(text.contains("# TYPE rms_workflows_in_flight gauge\n"));
-    assert!(text.contains(
-        "rms_workflows_in_flight{is_leaf=\"true\",workflow_type=\"firmware_update\"} 0\n"
-    ));
-    assert_eq!(WorkflowMetrics::new().encode_text(), "");
+    ), "{text}");
+    assert!(
+        text.contains(
+            "rms_workflows_in_flight{is_leaf=\"true\",workflow_type=\"firmware_update\"} 0\n"
+        ),
+        "{text}"
+    );
 }
 
 // ── reads ──
