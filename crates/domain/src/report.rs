@@ -32,6 +32,17 @@ pub enum ReportStatus {
 }
 
 impl ReportStatus {
+    /// The report's (and the metrics label's) spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportStatus::Pending => "pending",
+            ReportStatus::Running => "running",
+            ReportStatus::Completed => "completed",
+            ReportStatus::Failed => "failed",
+            ReportStatus::Skipped => "skipped",
+        }
+    }
+
     /// Completed or skipped: nothing left to do.
     pub fn is_done(self) -> bool {
         matches!(self, ReportStatus::Completed | ReportStatus::Skipped)

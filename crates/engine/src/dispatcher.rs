@@ -437,8 +437,10 @@ impl Dispatcher {
     /// the run was not obtained.
     async fn attempt(&self, id: Uuid, now: DateTime<Utc>) -> Result<Option<Attempt>, EngineError> {
         let lease = self.config.claim_lease;
+        let started = std::time::Instant::now();
         let mut planned: Option<AttemptPlan> = None;
         let mut seen_finished = Vec::new();
+        let mut tripped = None;
         let mut apply = |lock: &mut RunLock| -> Result<(), StoreError> {
             seen_finished = lock
                 .task_states
@@ -452,6 +454,7 @@ impl Dispatcher {
             lock.audit.extend(rackflow_domain::audit::system_event(
                 now, &lock.run, &plan.run,
             ));
+            tripped = crate::metrics::gate_trip(&lock.run, &plan.run);
             lock.run.clone_from(&plan.run);
             lock.targets.clone_from(&plan.targets);
             planned = Some(plan);
@@ -461,9 +464,14 @@ impl Dispatcher {
             .store
             .run_lock_apply(id, LockMode::Runnable, &mut apply)
             .await?;
+        let metrics = self.tasks.metrics();
+        metrics.dispatch_attempt(started.elapsed());
         let Some(plan) = obtained.and(planned) else {
             return Ok(None);
         };
+        if let Some(reason) = tripped {
+            metrics.gate_tripped(reason);
+        }
         if plan.is_transition() {
             tracing::info!(run_id = %plan.run.id, status = %plan.run.status, reason = %plan.run.reason, message = %plan.run.status_message, "operation run transition");
         }

@@ -41,6 +41,7 @@ use uuid::Uuid;
 use crate::background::Background;
 use crate::error::EngineError;
 use crate::error::ScheduleError;
+use crate::metrics::ScheduleSkip;
 use crate::resolve;
 use crate::tasks::{SubmitRequest, TaskManager, queue_policy};
 
@@ -730,8 +731,10 @@ impl ScheduleManager {
     async fn claim(&self, id: Uuid) -> Result<Option<Option<Firing>>, ScheduleError> {
         let now = self.clock.now();
         let mut fire: Option<(DateTime<Utc>, Vec<ScheduleScope>)> = None;
+        let mut skips = Vec::new();
         let mut apply = |lock: &mut ScheduleLock| {
-            fire = Self::plan_claim(lock, now);
+            skips.clear();
+            fire = Self::plan_claim(lock, now, &mut skips);
             Ok(())
         };
         let Some(lock) = self
@@ -741,6 +744,10 @@ impl ScheduleManager {
         else {
             return Ok(None);
         };
+        // Counted once the claim is written.
+        for (skip, count) in skips {
+            self.tasks.metrics().schedule_skipped(skip, count);
+        }
         Ok(Some(fire.map(|(fire_at, scopes)| Firing {
             schedule: lock.schedule,
             fire_at,
@@ -754,6 +761,7 @@ impl ScheduleManager {
     fn plan_claim(
         lock: &mut ScheduleLock,
         now: DateTime<Utc>,
+        skips: &mut Vec<(ScheduleSkip, u64)>,
     ) -> Option<(DateTime<Utc>, Vec<ScheduleScope>)> {
         let s = &mut lock.schedule;
         let due = s.next_run_at?;
@@ -766,6 +774,7 @@ impl ScheduleManager {
                 tracing::error!(schedule_id = %s.id, name = %s.name, reason = %reason, "task schedule disabled");
                 s.enabled = false;
                 s.note_skip(1, reason);
+                skips.push((ScheduleSkip::InvalidSpec, 1));
                 return None;
             }
         };
@@ -785,6 +794,7 @@ impl ScheduleManager {
                 "task schedule occurrences not fired individually"
             );
             s.note_skip(count, reason.clone());
+            skips.push((ScheduleSkip::CatchUp, count));
         }
         let fire_at = plan.fire_at?;
         let policy = s.overlap_policy;
@@ -805,6 +815,7 @@ impl ScheduleManager {
             );
             tracing::warn!(schedule_id = %s.id, name = %s.name, racks = held.len(), reason = %reason, "task schedule overlap skip");
             s.note_skip(held.len() as u64, reason);
+            skips.push((ScheduleSkip::Overlap, held.len() as u64));
         }
         if eligible.is_empty() {
             return None;
@@ -864,6 +875,11 @@ impl ScheduleManager {
             failed = failures.len(),
             "task schedule fired"
         );
+        let metrics = self.tasks.metrics();
+        metrics.schedule_fired(!firing.keyed);
+        if !failures.is_empty() {
+            metrics.schedule_skipped(ScheduleSkip::SubmitFailed, failures.len() as u64);
+        }
         if !failures.is_empty() {
             let reason = format!(
                 "occurrence {} not submitted on {} rack(s): {}",

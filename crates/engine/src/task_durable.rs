@@ -273,6 +273,7 @@ impl TaskManager {
         let task = match self.store.task_update(task_id, &update).await? {
             Some(task) => {
                 tracing::info!(task_id = %task_id, status = %status, message = %message, "task finished");
+                self.count_finished(&task, status, report.as_ref());
                 self.emit(&task);
                 task
             }

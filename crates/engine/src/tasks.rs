@@ -250,6 +250,8 @@ pub struct TaskManager {
     promote_tx: mpsc::Sender<Uuid>,
     promote_rx: Mutex<Option<mpsc::Receiver<Uuid>>>,
     events: broadcast::Sender<TaskEvent>,
+    /// Where task ends and durations are counted (the server's registry).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl TaskManager {
@@ -259,7 +261,7 @@ impl TaskManager {
         registry: Arc<ManagerRegistry>,
         config: TaskConfig,
     ) -> Arc<TaskManager> {
-        Self::with_durable(store, executor, None, registry, config)
+        Self::with_durable(store, executor, None, registry, config, Arc::default())
     }
 
     /// A task manager whose tasks run on `durable` when given (the local
@@ -271,6 +273,7 @@ impl TaskManager {
         durable: Option<Arc<dyn DurableExecutor>>,
         registry: Arc<ManagerRegistry>,
         config: TaskConfig,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> Arc<TaskManager> {
         // Notifications beyond the buffer are dropped; the sweep catches up.
         let (promote_tx, promote_rx) = mpsc::channel(256);
@@ -288,7 +291,29 @@ impl TaskManager {
             promote_tx,
             promote_rx: Mutex::new(Some(promote_rx)),
             events,
+            metrics,
         })
+    }
+
+    /// The metrics this manager and the loops built on it (dispatcher,
+    /// schedules) count into.
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
+    }
+
+    /// Counts a task's end (this process recorded it) with its run time
+    /// and its report's stage times.
+    pub(crate) fn count_finished(
+        &self,
+        task: &Task,
+        status: TaskStatus,
+        report: Option<&serde_json::Value>,
+    ) {
+        let elapsed = task
+            .started_at
+            .and_then(|started| (Utc::now() - started).to_std().ok());
+        self.metrics
+            .task_finished(task.task_type, status, elapsed, report);
     }
 
     /// The in-process executor (a durable executor's workers run action
@@ -989,13 +1014,13 @@ impl TaskManager {
             "task run",
             tracing::Instrument::instrument(
                 async move {
-                    let (outcome, last_report) = manager
+                    let (outcome, reports) = manager
                         .execute(&task, resume_from, components, user_cancel.clone())
                         .await;
                     // Forgotten only once the outcome is written: until then the
                     // lease renewal keeps the task this process's (an outcome
                     // waiting for the database must not be adopted and run again).
-                    manager.finish(&task, outcome, last_report).await;
+                    manager.finish(&task, outcome, reports).await;
                     manager.forget_cancel_token(task.id);
                 },
                 span,
@@ -1007,16 +1032,14 @@ impl TaskManager {
         }
     }
 
-    /// Runs the task; returns the outcome and the newest report snapshot
-    /// the background writer had not written yet (it goes into the same
-    /// write as the outcome).
+    /// Runs the task; returns the outcome and its report snapshots.
     async fn execute(
         self: &Arc<Self>,
         task: &Task,
         resume_from: Option<Report>,
         components: Option<Vec<ComponentRef>>,
         cancel: CancellationToken,
-    ) -> (Result<TaskOutcome, TaskError>, Option<serde_json::Value>) {
+    ) -> (Result<TaskOutcome, TaskError>, FinalReports) {
         let prepared = match components {
             Some(components) => Ok(Ok(self.job(task, components, resume_from))),
             None => self.prepare(task, resume_from).await,
@@ -1030,11 +1053,12 @@ impl TaskManager {
                     &self.background,
                 );
                 let outcome = self.executor.run(job, sink.clone(), cancel).await;
-                let last_report = sink.finish(writer).await;
-                (Ok(outcome), last_report)
+                let unwritten = sink.finish(writer).await;
+                let last = sink.latest.borrow().clone();
+                (Ok(outcome), FinalReports { unwritten, last })
             }
-            Ok(Err(failed)) => (Ok(failed), None),
-            Err(e) => (Err(e), None),
+            Ok(Err(failed)) => (Ok(failed), FinalReports::default()),
+            Err(e) => (Err(e), FinalReports::default()),
         }
     }
 
@@ -1080,8 +1104,12 @@ impl TaskManager {
         self: &Arc<Self>,
         task: &Task,
         outcome: Result<TaskOutcome, TaskError>,
-        last_report: Option<serde_json::Value>,
+        reports: FinalReports,
     ) {
+        let FinalReports {
+            unwritten: last_report,
+            last: final_report,
+        } = reports;
         let (status, message) = match outcome {
             Ok(TaskOutcome::Completed) => (TaskStatus::Completed, messages::COMPLETED.to_string()),
             Ok(TaskOutcome::Failed(message)) => {
@@ -1123,6 +1151,7 @@ impl TaskManager {
         };
         match self.record_outcome(task.id, &update).await {
             Ok(true) => {
+                self.count_finished(task, status, final_report.as_ref());
                 // One line per task is noise at fleet scale: completions
                 // at debug, the failures an operator looks for at info.
                 if status == TaskStatus::Completed {
@@ -1213,6 +1242,7 @@ impl TaskManager {
                 }
             }
         }
+        let updated_here = updated.is_some();
         let current = match updated {
             Some(t) => t,
             // It finished in between: answer its real state.
@@ -1223,6 +1253,9 @@ impl TaskManager {
                 .ok_or(TaskError::NotFound(id))?,
         };
         if current.status == status {
+            if updated_here {
+                self.count_finished(&current, status, current.report.as_ref());
+            }
             tracing::info!(task_id = %id, status = %status, "task stopped");
             self.emit(&current);
             self.notify_rack(current.rack_id);
@@ -1487,6 +1520,16 @@ fn component_refs(
 }
 
 /// Persists every report change of a running task.
+/// A finished run's report snapshots.
+#[derive(Default)]
+struct FinalReports {
+    /// The newest snapshot the background writer had not written yet: it
+    /// goes into the same write as the outcome.
+    unwritten: Option<serde_json::Value>,
+    /// The newest snapshot of all (the stage timings of the metrics).
+    last: Option<serde_json::Value>,
+}
+
 struct StoreSink {
     task_id: Uuid,
     /// Latest snapshot not yet written; the writer task drains it.

@@ -21,7 +21,7 @@ pub mod tls;
 
 pub use authz::{AuthorizationSection, Mode, Policy, Role};
 pub use identity::Caller;
-pub use layer::{DenialRecorder, EdgeLayer};
+pub use layer::{DenialRecorder, EdgeLayer, code_name};
 pub use tls::{ClientTlsFiles, ServerEdge, TlsSection};
 
 /// A security setting that cannot be used; every variant names the setting.

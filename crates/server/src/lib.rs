@@ -133,7 +133,7 @@ pub async fn serve_with_fleet(
     } else {
         None
     };
-    let metrics = Arc::new(rackflow_engine::metrics::Metrics::default());
+    let metrics = Arc::new(metrics::FlowMetrics::new(store.clone()));
     let keys = config.secrets.keys()?.map(Arc::new);
     let rack_manager = match config.provider {
         config::Provider::Sim => None,
@@ -183,6 +183,7 @@ pub async fn serve_with_fleet(
         durable,
         registry,
         config.tasks.engine(),
+        metrics.engine.clone(),
     );
     // The worker runs the activities of any replica's task workflows: it
     // polls before recovery hands this replica's tasks to Temporal.
@@ -225,7 +226,7 @@ pub async fn serve_with_fleet(
     audit.spawn_pruner();
     let leaks =
         rackflow_engine::leaks::LeakManager::new(store.clone(), tasks.clone(), audit.clone())
-            .with_metrics(metrics.clone());
+            .with_metrics(metrics.engine.clone());
     // The provider's leak sources: the simulated fleet's detectors, or the
     // BMCs' through the rack manager.
     let leak_sources: Vec<Arc<dyn rackflow_engine::leaks::LeakSource>> = match &rack_manager {
@@ -304,7 +305,11 @@ pub async fn serve_with_fleet(
     let metrics_task = metrics_listener.map(|l| {
         let at = l.local_addr().unwrap_or(config.metrics.listen);
         tracing::info!(addr = %at, "flow metrics listening");
-        tokio::spawn(metrics::serve(l, metrics.clone(), metrics_stop.clone()))
+        tokio::spawn(rackflow_telemetry::http::serve(
+            l,
+            metrics.clone(),
+            metrics_stop.clone(),
+        ))
     });
     tracing::info!(addr = %addr.unwrap_or(config.listen), store = store.dialect(), "flow server listening");
     let grace = Duration::from_secs(config.shutdown_grace_secs);
@@ -316,7 +321,8 @@ pub async fn serve_with_fleet(
     let server = builder
         .layer(
             edge.layer
-                .with_denials(Arc::new(audit::Denials(engine.audit.clone()))),
+                .with_denials(Arc::new(audit::Denials(engine.audit.clone())))
+                .with_metrics(metrics.rpc.clone()),
         )
         .layer(guard::GuardLayer(guard))
         .add_service(health_service)

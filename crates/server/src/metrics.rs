@@ -1,37 +1,45 @@
-//! The Flow server's Prometheus endpoint: `GET /metrics` on its own plain
-//! HTTP listener (`[metrics]`), the engine's registry in the OpenMetrics
-//! text format (see `rackflow_engine::metrics` for the families).
+//! The Flow server's Prometheus registry: the engine's families
+//! (`rackflow_engine::metrics`) and the gRPC edge's per-RPC families, served
+//! on `/metrics` (`[metrics]`) by `rackflow_telemetry::http`. A scrape first
+//! reads the run and task gauges from the database.
 
 use std::sync::Arc;
 
-use axum::Router;
-use axum::http::header::CONTENT_TYPE;
-use axum::routing::get;
+use futures_util::future::BoxFuture;
+use prometheus_client::registry::Registry;
 use rackflow_engine::metrics::Metrics;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
+use rackflow_engine::store::Store;
+use rackflow_telemetry::{Exposition, RpcMetrics};
 
-/// Content type of the OpenMetrics text format.
-pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// `GET /metrics`; anything else is 404.
-fn router(metrics: Arc<Metrics>) -> Router {
-    Router::new().route(
-        "/metrics",
-        get(move || {
-            let metrics = Arc::clone(&metrics);
-            async move { ([(CONTENT_TYPE, OPENMETRICS)], metrics.encode()) }
-        }),
-    )
+/// Every family the Flow server exposes.
+pub struct FlowMetrics {
+    registry: Registry,
+    store: Arc<dyn Store>,
+    /// What the engine counts into.
+    pub engine: Arc<Metrics>,
+    /// What the gRPC edge counts into.
+    pub rpc: Arc<RpcMetrics>,
 }
 
-/// Serves `/metrics` on `listener` until `shutdown` fires.
-pub async fn serve(
-    listener: TcpListener,
-    metrics: Arc<Metrics>,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(metrics))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+impl FlowMetrics {
+    pub fn new(store: Arc<dyn Store>) -> FlowMetrics {
+        let mut registry = Registry::default();
+        let engine = Arc::new(Metrics::register(&mut registry));
+        let rpc = Arc::new(RpcMetrics::register(&mut registry));
+        FlowMetrics {
+            registry,
+            store,
+            engine,
+            rpc,
+        }
+    }
+}
+
+impl Exposition for FlowMetrics {
+    fn render(&self) -> BoxFuture<'_, String> {
+        Box::pin(async move {
+            self.engine.refresh(self.store.as_ref()).await;
+            rackflow_telemetry::encode(&self.registry)
+        })
+    }
 }

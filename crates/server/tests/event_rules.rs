@@ -1287,37 +1287,22 @@ async fn a_rollout_counts_a_target_the_leak_stopped_as_failed(backend: Backend) 
     s.stop().await;
 }
 
-/// `GET /metrics` on the server's metrics listener: (status line, body).
-async fn scrape(addr: std::net::SocketAddr) -> (String, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_string(), body.to_string())
-}
-
 /// A site rule that alerts: the alert is in the metrics with its rule and
 /// severity, beside the leak reports by outcome and the response's tasks.
 async fn alerts_and_leak_reports_are_counted_in_the_metrics(backend: Backend) {
-    let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap();
     let mut config = rackflow_server::Config::default();
-    config.metrics.enabled = true;
-    config.metrics.listen = metrics_addr;
+    let metrics_addr = rackflow_testkit::metrics::enable(&mut config);
     let Some(mut s) = TestServer::start_with(backend, config).await else {
         return;
     };
     fixture_fleet(&mut s.client, 1).await;
-    let (status, before) = scrape(metrics_addr).await;
-    assert!(status.contains("200"), "{status}");
-    // Nothing counted yet: families without series are not written.
-    assert_eq!(before, "# EOF\n");
+    let before = rackflow_testkit::metrics::scrape(metrics_addr).await;
+    // Nothing counted yet: the closed label sets at 0, no alert series.
+    assert!(!before.has("rackflow_event_rule_alerts"), "{before:?}");
+    assert_eq!(
+        before.value("rackflow_leak_reports", &[("outcome", "new")]),
+        0.0
+    );
     let alert = pb::EventRuleAction {
         name: "page_the_noc".into(),
         condition: Some(pb::EventRuleActionCondition::default()),
@@ -1364,18 +1349,27 @@ async fn alerts_and_leak_reports_are_counted_in_the_metrics(backend: Backend) {
     assert_eq!(reply.rule_id, rule.id);
     ext.report_leak(report).await.unwrap();
 
-    let (_, text) = scrape(metrics_addr).await;
+    let after = rackflow_testkit::metrics::scrape(metrics_addr).await;
     let rule_label = rule.id.unwrap().id;
-    for line in [
-        format!(
-            "rackflow_event_rule_alerts_total{{rule=\"{rule_label}\",severity=\"critical\"}} 1"
+    assert_eq!(
+        after.value(
+            "rackflow_event_rule_alerts",
+            &[("rule", rule_label.as_str()), ("severity", "critical")]
         ),
-        "rackflow_leak_reports_total{outcome=\"new\"} 1".to_string(),
-        "rackflow_leak_reports_total{outcome=\"repeat\"} 1".to_string(),
-        "rackflow_leak_response_tasks_total{effect=\"submitted\"} 1".to_string(),
-    ] {
-        assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
-    }
+        1.0
+    );
+    assert_eq!(
+        after.value("rackflow_leak_reports", &[("outcome", "new")]),
+        1.0
+    );
+    assert_eq!(
+        after.value("rackflow_leak_reports", &[("outcome", "repeat")]),
+        1.0
+    );
+    assert_eq!(
+        after.value("rackflow_leak_response_tasks", &[("effect", "submitted")]),
+        1.0
+    );
     s.stop().await;
 }
 

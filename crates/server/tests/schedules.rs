@@ -456,9 +456,12 @@ async fn one_time_fires_exactly_once_then_is_spent(backend: Backend) {
 }
 
 async fn overlap_skip_holds_back_while_queue_piles_up(backend: Backend) {
-    let Some(mut server) = start(backend).await else {
+    let mut config = config();
+    let metrics = rackflow_testkit::metrics::enable(&mut config);
+    let Some(mut server) = TestServer::start_with(backend, config).await else {
         return;
     };
+    fixture_fleet(&mut server.client, 3).await;
     hang_power(&server, &[1, 2]).await;
     let changes = server.changes().clone();
     let c = &mut server.client;
@@ -508,6 +511,29 @@ async fn overlap_skip_holds_back_while_queue_piles_up(backend: Backend) {
         skipped.last_skip_reason
     );
     assert!(skipped.last_run_at.is_some());
+    // The same story in the metrics: automatic firings, the overlap skips,
+    // the queue behind the hung task.
+    let scrape = rackflow_testkit::metrics::scrape(metrics).await;
+    let firings = scrape.value("rackflow_schedule_firings", &[("trigger", "automatic")]);
+    assert!(firings >= 4.0, "{scrape:?}");
+    let skips = scrape.value(
+        "rackflow_schedule_skipped_occurrences",
+        &[("reason", "overlap")],
+    );
+    assert!(skips >= skipped.skipped_count as f64, "{scrape:?}");
+    let waiting = scrape.value("rackflow_task_queue_waiting", &[]);
+    assert!(waiting >= 2.0, "{scrape:?}");
+    assert_eq!(
+        scrape.value(
+            "rackflow_tasks",
+            &[("task_type", "power_control"), ("status", "waiting")]
+        ),
+        waiting
+    );
+    assert_eq!(
+        scrape.value("rackflow_schedule_firings", &[("trigger", "manual")]),
+        0.0
+    );
     server.stop().await;
 }
 
@@ -1042,9 +1068,12 @@ async fn conflict_check_is_by_rack_and_type(backend: Backend) {
 }
 
 async fn trigger_fires_now_even_when_paused(backend: Backend) {
-    let Some(mut server) = start(backend).await else {
+    let mut config = config();
+    let metrics = rackflow_testkit::metrics::enable(&mut config);
+    let Some(mut server) = TestServer::start_with(backend, config).await else {
         return;
     };
+    fixture_fleet(&mut server.client, 3).await;
     let c = &mut server.client;
     let s = create(
         c,
@@ -1084,6 +1113,15 @@ async fn trigger_fires_now_even_when_paused(backend: Backend) {
     let after = get(c, &id_of(&s)).await;
     assert!(!after.enabled, "trigger keeps the enabled state");
     assert!(after.last_run_at.is_some());
+    let scrape = rackflow_testkit::metrics::scrape(metrics).await;
+    assert_eq!(
+        scrape.value("rackflow_schedule_firings", &[("trigger", "manual")]),
+        1.0
+    );
+    assert_eq!(
+        scrape.value("rackflow_schedule_firings", &[("trigger", "automatic")]),
+        0.0
+    );
     server.stop().await;
 }
 

@@ -113,3 +113,50 @@ impl Scrape {
             .sum()
     }
 }
+
+/// Turns on the Flow server's `/metrics` listener in `config` on a free
+/// loopback port, and returns that address.
+pub fn enable(config: &mut rackflow_server::Config) -> std::net::SocketAddr {
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port");
+    config.metrics.enabled = true;
+    config.metrics.listen = addr;
+    addr
+}
+
+/// `GET /metrics` at `addr`: the status line and the body as sent.
+pub async fn get(addr: std::net::SocketAddr) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect to /metrics");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("send the scrape");
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .await
+        .expect("read the scrape");
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP head in {answer:?}"));
+    let status = head.lines().next().unwrap_or_default().to_string();
+    // axum answers a known length; a chunked body would need decoding.
+    assert!(
+        !head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "{head}"
+    );
+    (status, body.to_string())
+}
+
+/// Scrapes `/metrics` at `addr` (200 required) and parses it.
+pub async fn scrape(addr: std::net::SocketAddr) -> Scrape {
+    let (status, body) = get(addr).await;
+    assert!(status.contains("200"), "GET /metrics: {status}\n{body}");
+    parse(&body)
+}
