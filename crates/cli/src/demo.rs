@@ -391,6 +391,14 @@ pub async fn run(args: &DemoArgs, output: OutputFormat) -> anyhow::Result<()> {
     };
     config.database.sqlite_path.clone_from(&db);
     config.planner.max_candidate_targets = 0;
+    // The console and /metrics on free loopback ports, up while the
+    // rollout runs.
+    config.console.enabled = true;
+    config.console.listen = free_loopback_port()?;
+    config.metrics.enabled = true;
+    config.metrics.listen = free_loopback_port()?;
+    let console_url = format!("http://{}/runs", config.console.listen);
+    let metrics_url = format!("http://{}/metrics", config.metrics.listen);
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(rackflow_server::serve_with_fleet(
         config,
@@ -411,6 +419,8 @@ pub async fn run(args: &DemoArgs, output: OutputFormat) -> anyhow::Result<()> {
             "server:    {addr} (in-process; logs go to {})",
             log.display()
         );
+        crate::outln_wrapped!("console:   {console_url} (open it to watch and steer the rollout)");
+        crate::outln_wrapped!("metrics:   {metrics_url}");
         crate::outln_wrapped!(
             "database:  {}{}",
             db.display(),
@@ -486,6 +496,14 @@ pub async fn run(args: &DemoArgs, output: OutputFormat) -> anyhow::Result<()> {
             Err(err)
         }
     }
+}
+
+/// A loopback address with a port free right now (the embedded server
+/// binds it a moment later).
+fn free_loopback_port() -> anyhow::Result<std::net::SocketAddr> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .context("find a free loopback port")
 }
 
 /// Connects to the in-process server; it is bound already, so this only

@@ -29,6 +29,10 @@ pub struct ServeArgs {
     /// TOML configuration file (see docs/configuration.md).
     #[arg(long, value_name = "FILE.toml")]
     pub config: Option<PathBuf>,
+    /// Serve the web console on this HTTP address (e.g. 127.0.0.1:8480);
+    /// it has no login: keep it on loopback or behind a proxy.
+    #[arg(long, value_name = "ADDR")]
+    pub http_listen: Option<SocketAddr>,
 }
 
 impl ServeArgs {
@@ -37,6 +41,10 @@ impl ServeArgs {
         let mut config = Config::load(self.config.as_deref()).context("load configuration")?;
         if let Some(listen) = self.listen {
             config.listen = listen;
+        }
+        if let Some(listen) = self.http_listen {
+            config.console.listen = listen;
+            config.console.enabled = true;
         }
         if let Some(db) = &self.db {
             config.database.sqlite_path.clone_from(db);

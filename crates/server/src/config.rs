@@ -6,7 +6,7 @@
 //! `RACKFLOW_TLS_KEY`, `RACKFLOW_TLS_CLIENT_CA`, `RACKFLOW_ALLOW_INSECURE`,
 //! `RACKFLOW_AUTHORIZATION_MODE`, `RACKFLOW_DATA_KEY_FILE` or the reference's
 //! `FLOW_DATA_ENCRYPTION_KEY_PATH`, `RACKFLOW_METRICS_LISTEN` (also enables
-//! `/metrics`))
+//! `/metrics`), `RACKFLOW_HTTP_LISTEN` (also enables the web console))
 //! → command-line flags (applied by the binary on the loaded struct).
 
 use std::net::SocketAddr;
@@ -57,6 +57,37 @@ pub struct Config {
     pub leaks: LeaksSection,
     /// The Prometheus `/metrics` endpoint (`[metrics]`).
     pub metrics: MetricsSection,
+    /// The operator web console (`[console]`).
+    pub console: ConsoleSection,
+}
+
+/// The operator web console (`[console]`): plain HTTP on its own listener.
+/// Off unless enabled here, by `RACKFLOW_HTTP_LISTEN` or by
+/// `rackflow serve --http-listen` (several servers on one host would
+/// otherwise fight over the port). It has no login of its own: keep it on
+/// loopback (the default address) or behind an authenticating proxy; its
+/// controls are audited as `console@<peer>`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsoleSection {
+    /// Serve the console.
+    pub enabled: bool,
+    /// HTTP listen address of the console.
+    pub listen: std::net::SocketAddr,
+}
+
+/// Default `console.listen`.
+pub const DEFAULT_CONSOLE_LISTEN: &str = "127.0.0.1:8480";
+
+impl Default for ConsoleSection {
+    fn default() -> Self {
+        ConsoleSection {
+            enabled: false,
+            listen: DEFAULT_CONSOLE_LISTEN
+                .parse()
+                .expect("DEFAULT_CONSOLE_LISTEN is a valid address"),
+        }
+    }
 }
 
 /// The Prometheus `/metrics` endpoint (`[metrics]`): plain HTTP on its own
@@ -410,6 +441,7 @@ impl Default for Config {
             secrets: rackflow_security::secrets::SecretsSection::default(),
             leaks: LeaksSection::default(),
             metrics: MetricsSection::default(),
+            console: ConsoleSection::default(),
         }
     }
 }
@@ -634,6 +666,13 @@ impl Config {
                 detail: format!("{e}"),
             })?;
             self.metrics.enabled = true;
+        }
+        if let Some(listen) = get("RACKFLOW_HTTP_LISTEN") {
+            self.console.listen = listen.parse().map_err(|e| ConfigError::Env {
+                name: "RACKFLOW_HTTP_LISTEN",
+                detail: format!("{e}"),
+            })?;
+            self.console.enabled = true;
         }
         if let Some(path) = get("RACKFLOW_DB") {
             self.database.sqlite_path = PathBuf::from(path);

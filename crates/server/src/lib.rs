@@ -9,6 +9,7 @@
 
 mod audit;
 pub mod config;
+pub mod console;
 pub mod convert;
 pub mod error;
 mod executor;
@@ -125,6 +126,16 @@ pub async fn serve_with_fleet(
     let guard = Arc::new(guard::RequestGuard::new(&["v1.Flow", "v1.FlowExtensions"])?);
     let metrics_listener = if config.metrics.enabled {
         let at = config.metrics.listen;
+        Some(
+            TcpListener::bind(at)
+                .await
+                .map_err(|source| ServerError::Bind { addr: at, source })?,
+        )
+    } else {
+        None
+    };
+    let console_listener = if config.console.enabled {
+        let at = config.console.listen;
         Some(
             TcpListener::bind(at)
                 .await
@@ -251,6 +262,19 @@ pub async fn serve_with_fleet(
     };
 
     let runs = RunManager::new(store.clone(), config.planner.max_candidate_targets);
+    // The console's live streams end as soon as shutdown starts.
+    let console_stop = CancellationToken::new();
+    let console_task = console_listener.map(|l| {
+        let at = l.local_addr().unwrap_or(config.console.listen);
+        tracing::info!(addr = %at, url = %format!("http://{at}/"), "web console listening");
+        let console = console::Console {
+            store: store.clone(),
+            runs: runs.clone(),
+            dispatcher: dispatcher.clone(),
+            stop: shutdown.child_token(),
+        };
+        tokio::spawn(console::serve(l, console, console_stop.clone()))
+    });
     // Open watch streams end as soon as shutdown starts (else they would
     // hold the graceful stop up until the grace period runs out).
     let watches = rpc::watch::Watches::new(shutdown.child_token());
@@ -359,6 +383,14 @@ pub async fn serve_with_fleet(
     // After the executors: what they read back is written, then the writer
     // ends (before the store goes).
     observer.shutdown().await;
+    console_stop.cancel();
+    if let Some(task) = console_task {
+        match task.await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "web console ended with an error"),
+            Err(e) => tracing::warn!(error = %e, "web console ended abnormally"),
+            Ok(Ok(())) => {}
+        }
+    }
     metrics_stop.cancel();
     if let Some(task) = metrics_task {
         match task.await {
