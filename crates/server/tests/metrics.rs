@@ -44,6 +44,41 @@ const FAMILIES: &[(&str, MetricType)] = &[
     ("rackflow_rpc_duration_seconds", MetricType::Histogram),
 ];
 
+/// The rack manager's families (crates/rms/tests/grpc_api.rs reads them).
+const RMS_FAMILIES: &[&str] = &["rms_workflows_counts", "rms_workflows_in_flight"];
+
+/// The Grafana dashboard in docs/ queries only families the services export.
+#[test]
+fn the_dashboard_queries_exported_families() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/grafana/rackflow-rollouts.json"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut queried = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if !(word.starts_with("rackflow_") || word.starts_with("rms_")) {
+                    continue;
+                }
+                let family = ["_total", "_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|suffix| word.strip_suffix(suffix))
+                    .unwrap_or(word);
+                let known = FAMILIES.iter().any(|(f, _)| *f == family)
+                    || RMS_FAMILIES.contains(&family)
+                    || family == "rackflow_event_rule_alerts";
+                assert!(known, "the dashboard queries {word}, which nothing exports");
+                queried += 1;
+            }
+        }
+    }
+    assert!(queried > 10, "{queried}");
+}
+
 const FIRMWARE: (&str, &str) = ("task_type", "firmware_control");
 
 fn uuid_of(id: &pb::Uuid) -> pb::Uuid {

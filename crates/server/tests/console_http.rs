@@ -1,0 +1,201 @@
+//! The web console over plain HTTP on SQLite and PostgreSQL (the browser
+//! test is tests/console_browser.rs): pages and their refusals, hostile
+//! text escaped, the controls with the expected-phase guard and their audit
+//! entry, the live event stream, and the run page's first byte on a
+//! 100-rack run.
+
+// Test helpers may unwrap: the panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use rackflow_api::v1 as pb;
+use rackflow_testkit as common;
+use rackflow_testkit::both_stores;
+
+use common::{Backend, TestServer, fixture_fleet};
+
+both_stores!(
+    pages_controls_and_refusals,
+    the_run_page_of_a_hundred_racks_answers_fast,
+);
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+async fn start(backend: Backend, racks: u32) -> Option<(TestServer, String)> {
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
+    let mut config = rackflow_server::Config::default();
+    config.console.enabled = true;
+    config.console.listen = addr;
+    config.sim.firmware_update_ms = 50;
+    config.sim.jitter = 0.0;
+    let mut s = TestServer::start_with(backend, config).await?;
+    fixture_fleet(&mut s.client, racks).await;
+    Some((s, format!("http://{addr}")))
+}
+
+async fn paused_at_the_gate(s: &mut TestServer, name: &str) -> pb::Uuid {
+    let id = s
+        .client
+        .create_operation_run(common::run_request(name, 100, "s", "o", 2))
+        .await
+        .unwrap()
+        .into_inner()
+        .id
+        .unwrap();
+    let mut watch = s.extensions();
+    common::wait::wait_run(&mut watch, &id, "the phase gate", DEADLINE, |run| {
+        run.summary
+            .as_ref()
+            .and_then(|s| s.state)
+            .is_some_and(|s| s.reason() == pb::OperationRunStatusReason::PhaseGate)
+    })
+    .await;
+    id
+}
+
+async fn pages_controls_and_refusals(backend: Backend) {
+    let Some((mut s, base)) = start(backend, 4).await else {
+        return;
+    };
+    let http = reqwest::Client::new();
+    let get = |path: String| {
+        let http = http.clone();
+        async move {
+            let r = http.get(path).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let id = paused_at_the_gate(&mut s, "<script>alert(1)</script>").await;
+
+    // The list escapes what an API caller named the run.
+    let (code, list) = get(format!("{base}/runs")).await;
+    assert_eq!(code, 200);
+    assert!(
+        list.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{list}"
+    );
+    assert!(!list.contains("<script>alert"), "{list}");
+    // `/` leads to the runs.
+    let (code, _) = get(format!("{base}/")).await;
+    assert_eq!(code, 200);
+
+    let (code, page) = get(format!("{base}/runs/{}", id.id)).await;
+    assert_eq!(code, 200);
+    assert!(page.contains("data-status=\"paused\""), "{page}");
+    assert!(page.contains("data-expected-phase=\"1\""), "{page}");
+
+    // Refusals: a malformed id, an unknown run, page or control.
+    assert_eq!(get(format!("{base}/runs/not-a-uuid")).await.0, 400);
+    let unknown = uuid::Uuid::new_v4();
+    assert_eq!(get(format!("{base}/runs/{unknown}")).await.0, 404);
+    assert_eq!(get(format!("{base}/tasks/{unknown}")).await.0, 404);
+    assert_eq!(get(format!("{base}/nope")).await.0, 404);
+    let post = |path: String| {
+        let http = http.clone();
+        async move {
+            let r = http.post(path).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    assert_eq!(
+        post(format!("{base}/runs/{}/frobnicate", id.id)).await.0,
+        404
+    );
+    assert_eq!(post(format!("{base}/runs/{unknown}/pause")).await.0, 404);
+    // A stale guard is refused with its reason; the run stays where it is.
+    let (code, why) = post(format!("{base}/runs/{}/advance?expected_phase=7", id.id)).await;
+    assert_eq!(code, 409, "{why}");
+    assert!(why.contains('7'), "{why}");
+    let (_, live) = get(format!("{base}/runs/{}/live", id.id)).await;
+    assert!(live.contains("data-phase=\"0\""), "{live}");
+    assert_eq!(
+        post(format!("{base}/runs/{}/advance?expected_phase=x", id.id))
+            .await
+            .0,
+        400
+    );
+
+    // The event stream's first event is the live part as it stands.
+    let mut events = http
+        .get(format!("{base}/runs/{}/events", id.id))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        events.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let mut first = String::new();
+    while !first.contains("\n\n") {
+        let chunk = tokio::time::timeout(DEADLINE, events.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        first.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(first.starts_with("event: run\ndata: "), "{first}");
+    assert!(first.contains("data-status=\"paused\""), "{first}");
+
+    // Advance with the right guard: it moves on, the stream says so, and
+    // the audit trail names the console and the caller's address.
+    let (code, live) = post(format!("{base}/runs/{}/advance?expected_phase=1", id.id)).await;
+    assert_eq!(code, 200, "{live}");
+    assert!(live.contains("data-phase=\"1\""), "{live}");
+    let mut seen = first;
+    while !seen.contains("data-phase=\"1\"") {
+        let chunk = tokio::time::timeout(DEADLINE, events.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let trail = s
+        .extensions()
+        .list_audit_events(pb::ListAuditEventsRequest {
+            run_id: Some(id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .events;
+    let advance = trail
+        .iter()
+        .find(|e| e.action == "console/advance")
+        .unwrap_or_else(|| panic!("no console/advance in {trail:#?}"));
+    assert!(
+        advance.actor.starts_with("console@127.0.0.1:"),
+        "{advance:?}"
+    );
+    s.stop().await;
+}
+
+/// Acceptance: the run page's first byte within 50 ms on a 100-rack run
+/// (a release build; this debug-build test allows 4×, median of 5).
+async fn the_run_page_of_a_hundred_racks_answers_fast(backend: Backend) {
+    let Some((mut s, base)) = start(backend, 100).await else {
+        return;
+    };
+    let id = paused_at_the_gate(&mut s, "hundred").await;
+    let http = reqwest::Client::new();
+    let url = format!("{base}/runs/{}", id.id);
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let response = http.get(&url).send().await.unwrap();
+        times.push(started.elapsed());
+        assert_eq!(response.status(), 200);
+        let body = response.text().await.unwrap();
+        assert_eq!(body.matches("class=\"cell t-").count(), 100);
+    }
+    times.sort();
+    let median = times[2];
+    eprintln!("run page of 100 racks: first byte median {median:?} ({times:?})");
+    assert!(median <= Duration::from_millis(200), "{times:?}");
+    s.stop().await;
+}
