@@ -8,7 +8,8 @@
 //! Needs `chromedriver` and `chromium` (Debian's `chromium-driver` and
 //! `chromium`): `CHROMEDRIVER` / `CHROMIUM` or the PATH. Without them the
 //! test is skipped with a message — and fails when `CI` is set.
-//! `RACKFLOW_SCREENSHOTS=DIR` saves the pages it visits as PNGs (the
+//! `RACKFLOW_SCREENSHOTS=DIR` (absolute: tests run in the crate's directory)
+//! saves the pages it visits as PNGs (the
 //! screenshots in docs/console/ come from here).
 
 // Test helpers may unwrap: the panic is the failure report.
@@ -166,6 +167,8 @@ async fn advance_from_the_run_page_and_open_a_failed_racks_report() {
         .await
         .unwrap();
     fixture_fleet(&mut s.client, 6).await;
+    // One attempt per step: the failed rack fails at once, no retries.
+    common::create_fast_firmware_rule(&mut s.client, &["Compute", "NvSwitch"], "20ms").await;
     // Two phases; a gate the one failure does not trip.
     let mut req = common::run_request("console", 100, "s", "o", 2);
     common::options(&mut req).safety_policy = Some(pb::OperationRunSafetyPolicy {
