@@ -271,6 +271,8 @@ pub async fn serve_with_fleet(
             store: store.clone(),
             runs: runs.clone(),
             dispatcher: dispatcher.clone(),
+            audit: engine.audit.clone(),
+            schedules: schedules.clone(),
             stop: shutdown.child_token(),
         };
         tokio::spawn(console::serve(l, console, console_stop.clone()))

@@ -305,6 +305,22 @@ async fn advance_from_the_run_page_and_open_a_failed_racks_report() {
         "the report shows the failed stage"
     );
     screenshot(&client, "task-report").await;
+    // The fleet page, by the main navigation (keyboard-reachable links).
+    client
+        .find(Locator::LinkText("Fleet"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let heading = client
+        .wait()
+        .at_most(DEADLINE)
+        .for_element(Locator::Css("h1"))
+        .await
+        .unwrap();
+    assert_eq!(heading.text().await.unwrap(), "Fleet");
+    screenshot(&client, "fleet").await;
     client.close().await.unwrap();
     s.stop().await;
 }

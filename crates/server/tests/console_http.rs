@@ -17,6 +17,7 @@ use common::{Backend, TestServer, fixture_fleet};
 
 both_stores!(
     pages_controls_and_refusals,
+    fleet_tasks_and_schedules_pages,
     the_run_page_of_a_hundred_racks_answers_fast,
 );
 
@@ -197,5 +198,111 @@ async fn the_run_page_of_a_hundred_racks_answers_fast(backend: Backend) {
     let median = times[2];
     eprintln!("run page of 100 racks: first byte median {median:?} ({times:?})");
     assert!(median <= Duration::from_millis(200), "{times:?}");
+    s.stop().await;
+}
+
+async fn fleet_tasks_and_schedules_pages(backend: Backend) {
+    let Some((mut s, base)) = start(backend, 3).await else {
+        return;
+    };
+    let http = reqwest::Client::new();
+    let get = |path: String| {
+        let http = http.clone();
+        async move {
+            let r = http.get(path).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    // The fleet: every rack, firmware versions per type with their counts.
+    let (code, fleet) = get(format!("{base}/fleet")).await;
+    assert_eq!(code, 200, "{fleet}");
+    assert_eq!(fleet.matches("<td>r-000").count(), 3, "{fleet}");
+    assert!(fleet.contains("GB200 NVL72"), "{fleet}");
+    // Two compute trays per fixture rack, all at one version.
+    assert!(fleet.contains("aria-valuenow=\"6\""), "{fleet}");
+    let (code, none) = get(format!("{base}/fleet?model=nope")).await;
+    assert_eq!(code, 200);
+    assert!(none.contains("0 rack(s)"), "{none}");
+    assert_eq!(get(format!("{base}/fleet?domain=x")).await.0, 400);
+
+    // A task, then the tasks page filtered by rack and status.
+    let ids = s
+        .client
+        .power_on_rack(pb::PowerOnRackRequest {
+            target_spec: Some(common::whole_rack(2)),
+            description: "console".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .task_ids;
+    assert_eq!(ids.len(), 1);
+    let task = ids[0].id.clone();
+    let (code, tasks) = get(format!("{base}/tasks?rack=r-0002")).await;
+    assert_eq!(code, 200, "{tasks}");
+    assert!(tasks.contains(&format!("/tasks/{task}")), "{tasks}");
+    let (_, other) = get(format!("{base}/tasks?rack=r-0001")).await;
+    assert!(!other.contains(&format!("/tasks/{task}")), "{other}");
+    let (_, by_type) = get(format!("{base}/tasks?type=firmware_control")).await;
+    assert!(!by_type.contains(&format!("/tasks/{task}")), "{by_type}");
+    assert_eq!(get(format!("{base}/tasks?status=nope")).await.0, 400);
+    assert_eq!(get(format!("{base}/tasks?rack=r-9999")).await.0, 404);
+    let (code, report) = get(format!("{base}/tasks/{task}")).await;
+    assert_eq!(code, 200);
+    assert!(report.contains("power_control"), "{report}");
+
+    // A schedule: listed with its next fire times; paused from the page.
+    let schedule = s
+        .client
+        .create_task_schedule(pb::CreateTaskScheduleRequest {
+            schedule: Some(pb::ScheduleConfig {
+                name: "nightly <b>".into(),
+                spec: Some(pb::ScheduleSpec {
+                    r#type: pb::ScheduleSpecType::Cron as i32,
+                    spec: "0 2 * * *".into(),
+                    timezone: "Europe/Paris".into(),
+                }),
+                overlap_policy: pb::OverlapPolicy::Skip as i32,
+                catchup_window: None,
+            }),
+            operation: Some(pb::ScheduledOperation {
+                operation: Some(pb::scheduled_operation::Operation::PowerOn(
+                    pb::PowerOnRackRequest {
+                        target_spec: Some(common::whole_rack(3)),
+                        ..Default::default()
+                    },
+                )),
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let sid = schedule.id.unwrap().id;
+    let (code, page) = get(format!("{base}/schedules")).await;
+    assert_eq!(code, 200);
+    assert!(page.contains("nightly &lt;b&gt;"), "{page}");
+    assert!(page.contains("Europe/Paris"), "{page}");
+    assert_eq!(
+        page.matches("<time datetime=").count(),
+        3,
+        "three next fire times: {page}"
+    );
+    let post = |path: String| {
+        let http = http.clone();
+        async move {
+            let r = http.post(path).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    assert_eq!(
+        post(format!("{base}/schedules/{sid}/pause")).await,
+        (200, "paused".to_string())
+    );
+    let (_, page) = get(format!("{base}/schedules")).await;
+    assert!(page.contains("<td>paused</td>"), "{page}");
+    assert_eq!(post(format!("{base}/schedules/{sid}/explode")).await.0, 404);
+    let (code, fired) = post(format!("{base}/schedules/{sid}/trigger")).await;
+    assert_eq!((code, fired.as_str()), (200, "fired: 1 task(s) submitted"));
     s.stop().await;
 }

@@ -1,10 +1,13 @@
 //! The operator web console: plain HTTP on its own listener (`[console]`),
 //! reading and controlling through the engine directly (no gRPC hop).
 //!
-//! Pages: `/runs` (every run with its phase and progress), `/runs/{id}` (a
-//! bar per phase, the racks coloured by target state, the safety gates
-//! against their thresholds, the pause reason, and the controls) and
-//! `/tasks/{id}` (a task's per-stage report). A run page stays current
+//! Pages: `/fleet` (racks by model, location and NVLink domain; firmware
+//! versions per component type), `/runs` (every run with its phase and
+//! progress), `/runs/{id}` (a bar per phase, the racks coloured by target
+//! state, the safety gates against their thresholds, the pause reason, the
+//! controls and the run's event timeline), `/tasks` (filter by rack,
+//! status, type), `/tasks/{id}` (a task's per-stage report) and
+//! `/schedules` (next fire times; pause, resume, trigger). A run page stays current
 //! through `/runs/{id}/events`, a server-sent-event stream of the page's
 //! live part, pushed on every change the dispatcher announces (and re-read
 //! every second while child tasks progress) — the browser never polls.
@@ -49,6 +52,8 @@ pub struct Console {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) runs: RunManager,
     pub(crate) dispatcher: Arc<Dispatcher>,
+    pub(crate) audit: Arc<rackflow_engine::audit::AuditTrail>,
+    pub(crate) schedules: Arc<rackflow_engine::schedules::ScheduleManager>,
     /// Ends the live streams at shutdown.
     pub(crate) stop: CancellationToken,
 }
@@ -57,6 +62,10 @@ pub struct Console {
 pub fn router(console: Console) -> Router {
     Router::new()
         .route("/", get(|| async { Redirect::to("/runs") }))
+        .route("/fleet", get(fleet_page))
+        .route("/tasks", get(tasks_page))
+        .route("/schedules", get(schedules_page))
+        .route("/schedules/{id}/{action}", post(schedule_control))
         .route("/runs", get(runs_page))
         .route("/runs/{id}", get(run_page))
         .route("/runs/{id}/live", get(run_live))
@@ -262,6 +271,147 @@ async fn run_control(
     };
     match answer.await {
         Ok(html) => Html(html).into_response(),
+        Err(PageError(status, message)) => (status, message).into_response(),
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct FleetQuery {
+    model: Option<String>,
+    datacenter: Option<String>,
+    /// An NVLink domain id.
+    domain: Option<String>,
+}
+
+async fn fleet_page(
+    State(c): State<Console>,
+    Query(q): Query<FleetQuery>,
+) -> Result<Html<String>, PageError> {
+    let view = pages::FleetView::read(&c, &q.model, &q.datacenter, &q.domain).await?;
+    Ok(Html(pages::fleet_page(&view).into_string()))
+}
+
+#[derive(Deserialize, Default)]
+struct TasksQuery {
+    /// A rack id or external id.
+    rack: Option<String>,
+    status: Option<String>,
+    #[serde(rename = "type")]
+    task_type: Option<String>,
+}
+
+async fn tasks_page(
+    State(c): State<Console>,
+    Query(q): Query<TasksQuery>,
+) -> Result<Html<String>, PageError> {
+    let bad = |what: &str, text: &str| {
+        PageError(StatusCode::BAD_REQUEST, format!("unknown {what} {text:?}"))
+    };
+    let blank = |v: &Option<String>| {
+        v.as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+    };
+    let status = match blank(&q.status) {
+        Some(t) => {
+            Some(rackflow_domain::task::TaskStatus::parse(&t).ok_or_else(|| bad("status", &t))?)
+        }
+        None => None,
+    };
+    let task_type = match blank(&q.task_type) {
+        Some(t) => Some(rackflow_domain::task::TaskType::parse(&t).ok_or_else(|| bad("type", &t))?),
+        None => None,
+    };
+    let rack = match blank(&q.rack) {
+        None => None,
+        Some(text) => Some(match Uuid::parse_str(&text) {
+            Ok(id) => id,
+            Err(_) => c
+                .store
+                .rack_get_by_external_id(&text)
+                .await
+                .map_err(EngineError::from)?
+                .map(|r| r.id)
+                .ok_or_else(|| not_found(&format!("no rack {text:?}")))?,
+        }),
+    };
+    let filter = rackflow_engine::store::TaskFilter {
+        rack_id: rack,
+        statuses: status.into_iter().collect(),
+        ..Default::default()
+    };
+    // A type filter is applied to the newest page read.
+    let (mut tasks, total) = c
+        .store
+        .task_list(
+            &filter,
+            rackflow_domain::run::Page {
+                offset: 0,
+                limit: 200,
+            },
+            false,
+        )
+        .await
+        .map_err(EngineError::from)?;
+    if let Some(t) = task_type {
+        tasks.retain(|task| task.task_type == t);
+    }
+    let racks = pages::rack_labels(&c, tasks.iter().map(|t| t.rack_id)).await?;
+    Ok(Html(
+        pages::tasks_page(&tasks, total, &racks, &q.rack, status, task_type).into_string(),
+    ))
+}
+
+async fn schedules_page(State(c): State<Console>) -> Result<Html<String>, PageError> {
+    let (schedules, total) = c
+        .schedules
+        .list(
+            &rackflow_engine::store::ScheduleFilter::default(),
+            rackflow_domain::run::Page {
+                offset: 0,
+                limit: 200,
+            },
+        )
+        .await?;
+    let rows: Vec<_> = schedules
+        .into_iter()
+        .map(|s| {
+            let next = c.schedules.upcoming(&s, 3);
+            (s, next)
+        })
+        .collect();
+    Ok(Html(pages::schedules_page(&rows, total).into_string()))
+}
+
+/// Pause, resume or trigger a schedule; answers the schedules page's URL
+/// to go back to, or the refusal's text.
+async fn schedule_control(
+    State(c): State<Console>,
+    Path((id, action)): Path<(String, String)>,
+) -> Response {
+    let answer = async {
+        let id = parse_id(&id)?;
+        let text = match action.as_str() {
+            "pause" => {
+                c.schedules.pause(id).await?;
+                "paused".to_string()
+            }
+            "resume" => {
+                c.schedules.resume(id).await?;
+                "resumed".to_string()
+            }
+            "trigger" => {
+                let tasks = c.schedules.trigger(id).await?;
+                format!("fired: {} task(s) submitted", tasks.len())
+            }
+            other => return Err(not_found(&format!("no control {other:?}"))),
+        };
+        tracing::info!(schedule_id = %id, action = %action, "schedule control from the console");
+        Ok::<_, PageError>(text)
+    };
+    match answer.await {
+        Ok(text) => text.into_response(),
         Err(PageError(status, message)) => (status, message).into_response(),
     }
 }

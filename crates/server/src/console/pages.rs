@@ -14,7 +14,18 @@ use rackflow_domain::run::{
 use rackflow_domain::task::Task;
 use uuid::Uuid;
 
+use rackflow_domain::audit::AuditEvent;
+use rackflow_domain::component::ComponentType;
+use rackflow_domain::schedule::TaskSchedule;
+use rackflow_domain::task::{TaskStatus, TaskType};
+use rackflow_engine::EngineError;
+use rackflow_engine::store::{AuditFilter, RackFilter};
+use std::collections::{BTreeMap, HashMap};
+
 use super::{Console, PageError};
+
+/// Events a run page's timeline shows (newest first).
+const TIMELINE_EVENTS: i64 = 50;
 
 /// Everything a run page shows, read at one moment.
 pub(super) struct RunView {
@@ -22,6 +33,8 @@ pub(super) struct RunView {
     stats: Option<RunStats>,
     /// Every materialised target with its rack's external id, by sequence.
     targets: Vec<(OperationRunTarget, String)>,
+    /// The run's audit trail, newest first.
+    timeline: Vec<AuditEvent>,
     now: DateTime<Utc>,
 }
 
@@ -42,10 +55,22 @@ impl RunView {
             .await?;
         let mut targets = page.targets;
         targets.sort_by_key(|(t, _)| t.sequence_index);
+        let timeline = console
+            .audit
+            .list(
+                &AuditFilter {
+                    run_id: Some(id),
+                    newest_first: true,
+                    ..Default::default()
+                },
+                TIMELINE_EVENTS,
+            )
+            .await?;
         Ok(RunView {
             run,
             stats,
             targets,
+            timeline,
             now: Utc::now(),
         })
     }
@@ -92,7 +117,10 @@ fn layout(title: &str, body: Markup) -> Markup {
                 header class="top" {
                     nav aria-label="Main" {
                         a class="brand" href="/runs" { "rackflow" }
+                        a href="/fleet" { "Fleet" }
                         a href="/runs" { "Runs" }
+                        a href="/tasks" { "Tasks" }
+                        a href="/schedules" { "Schedules" }
                     }
                 }
                 main id="main" { (body) }
@@ -291,6 +319,23 @@ pub(super) fn run_live(view: &RunView) -> Markup {
                 }
             }
         }
+        section aria-labelledby="timeline-h" {
+            h2 id="timeline-h" { "Timeline" }
+            @if view.timeline.is_empty() {
+                p class="muted" { "No events yet." }
+            } @else {
+                ol class="timeline" reversed {
+                    @for e in &view.timeline {
+                        li class={ "event" @if e.code != "OK" { " refused" } } {
+                            (time_tag(e.at)) " "
+                            strong { (e.action) } " by " span class="actor" { (e.actor) }
+                            @if e.code != "OK" { " — refused (" (e.code) ")" }
+                            @if !e.message.is_empty() { ": " (e.message) }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -395,6 +440,312 @@ pub(super) fn task_page(task: &Task, rack: Option<&Rack>) -> Markup {
                                         }
                                     }
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// Rack labels (external id, else name) by id.
+pub(super) async fn rack_labels(
+    console: &Console,
+    ids: impl Iterator<Item = Uuid>,
+) -> Result<HashMap<Uuid, String>, PageError> {
+    let mut wanted: Vec<Uuid> = ids.collect();
+    wanted.sort();
+    wanted.dedup();
+    let mut labels = HashMap::new();
+    for id in wanted {
+        if let Some(rack) = console
+            .store
+            .rack_get(id, true)
+            .await
+            .map_err(EngineError::from)?
+        {
+            labels.insert(id, rack.external_id.unwrap_or(rack.name));
+        }
+    }
+    Ok(labels)
+}
+
+/// The fleet as the fleet page shows it.
+pub(super) struct FleetView {
+    racks: Vec<Rack>,
+    /// NVLink domain id → its name (or external id).
+    domains: HashMap<Uuid, String>,
+    /// Component type → firmware version → how many components.
+    versions: BTreeMap<ComponentType, BTreeMap<String, usize>>,
+    models: Vec<String>,
+    datacenters: Vec<String>,
+    filter: (Option<String>, Option<String>, Option<String>),
+}
+
+impl FleetView {
+    pub(super) async fn read(
+        console: &Console,
+        model: &Option<String>,
+        datacenter: &Option<String>,
+        domain: &Option<String>,
+    ) -> Result<FleetView, PageError> {
+        let blank = |v: &Option<String>| {
+            v.as_deref()
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+        };
+        let (model, datacenter, domain) = (blank(model), blank(datacenter), blank(domain));
+        let domain_id = match &domain {
+            Some(text) => Some(Uuid::parse_str(text).map_err(|_| {
+                PageError(
+                    StatusCode::BAD_REQUEST,
+                    format!("domain {text:?} is not a UUID"),
+                )
+            })?),
+            None => None,
+        };
+        let (all, _) = console
+            .store
+            .rack_list(
+                &RackFilter::default(),
+                Page {
+                    offset: 0,
+                    limit: 0,
+                },
+            )
+            .await
+            .map_err(EngineError::from)?;
+        let mut models: Vec<String> = all.iter().filter_map(|r| r.model.clone()).collect();
+        models.sort();
+        models.dedup();
+        let mut datacenters: Vec<String> = all
+            .iter()
+            .map(|r| r.location.datacenter.clone())
+            .filter(|d| !d.is_empty())
+            .collect();
+        datacenters.sort();
+        datacenters.dedup();
+        let racks: Vec<Rack> = all
+            .into_iter()
+            .filter(|r| model.as_ref().is_none_or(|m| r.model.as_ref() == Some(m)))
+            .filter(|r| {
+                datacenter
+                    .as_ref()
+                    .is_none_or(|d| r.location.datacenter == *d)
+            })
+            .filter(|r| domain_id.is_none_or(|d| r.nvl_domain_id == Some(d)))
+            .collect();
+        let mut domain_ids: Vec<Uuid> = racks.iter().filter_map(|r| r.nvl_domain_id).collect();
+        domain_ids.sort();
+        domain_ids.dedup();
+        let domains = console
+            .store
+            .nvl_domains_get_many(&domain_ids)
+            .await
+            .map_err(EngineError::from)?
+            .into_iter()
+            .map(|d| {
+                let label = d
+                    .name
+                    .clone()
+                    .or_else(|| d.external_id.clone())
+                    .unwrap_or_else(|| d.id.to_string());
+                (d.id, label)
+            })
+            .collect();
+        let ids: Vec<Uuid> = racks.iter().map(|r| r.id).collect();
+        let components = console
+            .store
+            .components_of_racks(&ids)
+            .await
+            .map_err(EngineError::from)?;
+        let mut versions: BTreeMap<ComponentType, BTreeMap<String, usize>> = BTreeMap::new();
+        for c in &components {
+            let version = if c.firmware_version.is_empty() {
+                "(unknown)".to_string()
+            } else {
+                c.firmware_version.clone()
+            };
+            *versions
+                .entry(c.component_type)
+                .or_default()
+                .entry(version)
+                .or_default() += 1;
+        }
+        Ok(FleetView {
+            racks,
+            domains,
+            versions,
+            models,
+            datacenters,
+            filter: (model, datacenter, domain),
+        })
+    }
+}
+
+pub(super) fn fleet_page(view: &FleetView) -> Markup {
+    let (model, datacenter, domain) = &view.filter;
+    layout(
+        "Fleet",
+        html! {
+            h1 { "Fleet" }
+            form class="filters" method="get" action="/fleet" {
+                label { "Model "
+                    select name="model" {
+                        option value="" { "any" }
+                        @for m in &view.models { option value=(m) selected[model.as_ref() == Some(m)] { (m) } }
+                    }
+                }
+                label { "Datacenter "
+                    select name="datacenter" {
+                        option value="" { "any" }
+                        @for d in &view.datacenters { option value=(d) selected[datacenter.as_ref() == Some(d)] { (d) } }
+                    }
+                }
+                @if let Some(d) = domain { input type="hidden" name="domain" value=(d); }
+                button type="submit" { "Filter" }
+                @if model.is_some() || datacenter.is_some() || domain.is_some() { " " a href="/fleet" { "clear" } }
+            }
+            p class="muted" { (view.racks.len()) " rack(s)" }
+            section aria-labelledby="fw-h" {
+                h2 id="fw-h" { "Firmware versions" }
+                @for (ctype, versions) in &view.versions {
+                    @let total: usize = versions.values().sum();
+                    h3 { (ctype) " " span class="muted" { "(" (total) ")" } }
+                    ul class="versions" {
+                        @for (version, n) in versions {
+                            li {
+                                span class="version" { (version) }
+                                (progress(*n, total, &format!("{ctype} at {version}")))
+                            }
+                        }
+                    }
+                }
+            }
+            section aria-labelledby="racks-h" {
+                h2 id="racks-h" { "Racks" }
+                table class="racks" {
+                    thead { tr {
+                        th scope="col" { "Rack" }
+                        th scope="col" { "Model" }
+                        th scope="col" { "Location" }
+                        th scope="col" { "NVLink domain" }
+                        th scope="col" { "Lifecycle" }
+                        th scope="col" { "Tasks" }
+                    } }
+                    tbody {
+                        @for r in &view.racks {
+                            @let label = r.external_id.clone().unwrap_or_else(|| r.name.clone());
+                            tr {
+                                td { (label) }
+                                td { (r.model.as_deref().unwrap_or("")) }
+                                td { (r.location.datacenter) " " (r.location.room) " " (r.location.position) }
+                                td {
+                                    @if let Some(d) = r.nvl_domain_id {
+                                        a href={ "/fleet?domain=" (d) } { (view.domains.get(&d).cloned().unwrap_or_else(|| d.to_string())) }
+                                    }
+                                }
+                                td { (r.lifecycle.status.as_str()) }
+                                td { a href={ "/tasks?rack=" (r.id) } { "tasks" } }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+pub(super) fn tasks_page(
+    tasks: &[Task],
+    total: i64,
+    racks: &HashMap<Uuid, String>,
+    rack: &Option<String>,
+    status: Option<TaskStatus>,
+    task_type: Option<TaskType>,
+) -> Markup {
+    layout(
+        "Tasks",
+        html! {
+            h1 { "Tasks" }
+            form class="filters" method="get" action="/tasks" {
+                label { "Rack " input type="text" name="rack" value=(rack.clone().unwrap_or_default()) placeholder="r-0001 or a UUID"; }
+                label { "Status "
+                    select name="status" {
+                        option value="" { "any" }
+                        @for s in TaskStatus::ALL { option value=(s.as_str()) selected[status == Some(*s)] { (s.as_str()) } }
+                    }
+                }
+                label { "Type "
+                    select name="type" {
+                        option value="" { "any" }
+                        @for t in TaskType::ALL { option value=(t.as_str()) selected[task_type == Some(*t)] { (t.as_str()) } }
+                    }
+                }
+                button type="submit" { "Filter" }
+            }
+            p class="muted" { (tasks.len()) " shown of " (total) ", newest first" }
+            table class="tasks" {
+                thead { tr {
+                    th scope="col" { "Task" }
+                    th scope="col" { "Operation" }
+                    th scope="col" { "Rack" }
+                    th scope="col" { "Status" }
+                    th scope="col" { "Message" }
+                    th scope="col" { "Created" }
+                } }
+                tbody {
+                    @for t in tasks {
+                        tr {
+                            td { a href={ "/tasks/" (t.id) } { (t.id.to_string().get(..8).unwrap_or_default()) } }
+                            td { (t.operation()) }
+                            td { (racks.get(&t.rack_id).cloned().unwrap_or_else(|| t.rack_id.to_string())) }
+                            td { span class={ "badge task-" (t.status.as_str()) } { (t.status.as_str()) } }
+                            td { (t.message) }
+                            td { (time_tag(t.created_at)) }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+pub(super) fn schedules_page(rows: &[(TaskSchedule, Vec<DateTime<Utc>>)], total: i64) -> Markup {
+    layout(
+        "Schedules",
+        html! {
+            h1 { "Task schedules" }
+            p class="muted" { (total) " schedule(s); times in your time zone" }
+            div id="control-error" role="alert" class="error" hidden {}
+            table class="schedules" {
+                thead { tr {
+                    th scope="col" { "Name" }
+                    th scope="col" { "Spec" }
+                    th scope="col" { "State" }
+                    th scope="col" { "Next fire times" }
+                    th scope="col" { "Last fired" }
+                    th scope="col" { "Skipped" }
+                    th scope="col" { span class="sr-only" { "Controls" } }
+                } }
+                tbody {
+                    @for (s, next) in rows {
+                        tr data-schedule=(s.id) {
+                            td { (s.name) }
+                            td { code { (s.spec.spec) } @if !s.spec.timezone.is_empty() { " (" (s.spec.timezone) ")" } }
+                            td { @if s.enabled { "enabled" } @else { "paused" } }
+                            td { @if next.is_empty() { span class="muted" { "—" } } @else { ul class="plain" { @for t in next { li { (time_tag(*t)) } } } } }
+                            td { @if let Some(t) = s.last_run_at { (time_tag(t)) } }
+                            td title=(s.last_skip_reason) { (s.skipped_count) }
+                            td class="controls" {
+                                @if s.enabled {
+                                    button type="button" data-schedule-action="pause" data-confirm={ "Pause " (s.name) "?" } { "Pause" }
+                                } @else {
+                                    button type="button" data-schedule-action="resume" data-confirm={ "Resume " (s.name) "?" } disabled[s.is_spent_one_time()] { "Resume" }
+                                }
+                                button type="button" data-schedule-action="trigger" data-confirm={ "Fire " (s.name) " now on every scope?" } disabled[s.is_spent_one_time()] { "Trigger now" }
                             }
                         }
                     }

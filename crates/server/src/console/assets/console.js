@@ -62,8 +62,34 @@ function follow(live) {
   });
 }
 
+// Schedules page: pause / resume / trigger, then the page re-reads.
+async function scheduleControl(button) {
+  const question = button.getAttribute("data-confirm");
+  if (question && !window.confirm(question)) return;
+  const row = button.closest("tr[data-schedule]");
+  const action = button.getAttribute("data-schedule-action");
+  button.disabled = true;
+  try {
+    const answer = await fetch(`/schedules/${row.dataset.schedule}/${action}`, { method: "POST" });
+    const text = await answer.text();
+    if (answer.ok) {
+      window.location.reload();
+    } else {
+      showError(`${action} refused: ${text}`);
+      button.disabled = false;
+    }
+  } catch (e) {
+    showError(`${action} failed: ${e}`);
+    button.disabled = false;
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   localTimes(document);
   const live = document.getElementById("live");
   if (live) follow(live);
+  document.addEventListener("click", (e) => {
+    const button = e.target.closest("button[data-schedule-action]");
+    if (button && !button.disabled) scheduleControl(button);
+  });
 });
