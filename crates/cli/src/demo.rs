@@ -56,6 +56,10 @@ pub struct DemoArgs {
     /// Time factor: 2 runs twice as fast, 0.5 half as fast (0 < F <= 1000).
     #[arg(long, value_name = "F", default_value_t = 1.0, value_parser = parse_speed)]
     pub speed: f64,
+    /// After the rollout, keep the embedded server (console, /metrics,
+    /// gRPC) up until Ctrl-C, to look around.
+    #[arg(long)]
+    pub stay: bool,
 }
 
 /// Parses `--speed`: a number above 0, at most 1000.
@@ -441,6 +445,17 @@ pub async fn run(args: &DemoArgs, output: OutputFormat) -> anyhow::Result<()> {
             Err(e) => Err(anyhow::Error::new(e).context("wait for Ctrl-C")),
         },
     };
+    if args.stay && result.is_ok() {
+        if table {
+            crate::outln!();
+            crate::outln_wrapped!(
+                "the rollout is over; the server stays up (console {console_url}, metrics {metrics_url}, gRPC {addr}): Ctrl-C to stop"
+            );
+        }
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            eprintln!("warning: waiting for Ctrl-C failed: {e}");
+        }
+    }
 
     shutdown.cancel();
     match tokio::time::timeout(Duration::from_secs(10), server).await {

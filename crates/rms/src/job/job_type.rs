@@ -81,9 +81,9 @@ impl JobType {
         }
     }
 
-    /// A new `INFO` span named after this type, with `job_id` left empty (the
-    /// registry records it once the ID is final) and `parent_job_id` recorded
-    /// when non-empty.
+    /// A new `INFO` span named after this type, with `job_id`, `rack_id` and
+    /// `node_id` left empty (the registry records them once the ID is final)
+    /// and `parent_job_id` recorded when non-empty.
     pub fn span(self, parent_job_id: &str) -> tracing::Span {
         // A span name must be a compile-time constant at its callsite, so each
         // type needs its own `info_span!` arm.
@@ -93,7 +93,9 @@ impl JobType {
                     $(JobType::$variant => tracing::info_span!(
                         $name,
                         job_id = tracing::field::Empty,
-                        parent_job_id = tracing::field::Empty
+                        parent_job_id = tracing::field::Empty,
+                        rack_id = tracing::field::Empty,
+                        node_id = tracing::field::Empty
                     ),)*
                 }
             };
@@ -110,7 +112,7 @@ impl JobType {
             ColdRebootSequence => "cold_reboot_sequence",
         );
         if !parent_job_id.is_empty() {
-            span.record("parent_job_id", parent_job_id);
+            span.record("parent_job_id", tracing::field::display(parent_job_id));
         }
         span
     }

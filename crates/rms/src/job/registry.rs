@@ -261,7 +261,21 @@ impl<D: JobDomain> JobRegistry<D> {
             }
             record
         };
-        record.span.record("job_id", record.job_id.as_str());
+        // Displayed, not `Debug`-quoted: `job_id=…` as the other ids are.
+        record
+            .span
+            .record("job_id", tracing::field::display(&record.job_id));
+        // Every line the job logs names its rack and node too.
+        if !record.rack_id.is_empty() {
+            record
+                .span
+                .record("rack_id", tracing::field::display(&record.rack_id));
+        }
+        if !record.node_id.is_empty() {
+            record
+                .span
+                .record("node_id", tracing::field::display(&record.node_id));
+        }
         let handle = JobHandle::new(
             Arc::clone(self),
             record.job_id.clone(),

@@ -807,7 +807,9 @@ impl JobTracker {
         let span = tracing::info_span!(
             "ephemeral_object_cache_cleanup",
             job_id = tracing::field::Empty,
-            parent_job_id = tracing::field::Empty
+            parent_job_id = tracing::field::Empty,
+            rack_id = tracing::field::Empty,
+            node_id = tracing::field::Empty
         );
         let spec = JobSpec::new(
             "",

@@ -1532,3 +1532,44 @@ async fn spawned_reaper_stops_when_its_token_is_cancelled() {
         .expect("the reaper ends once its token is cancelled, with the tracker still alive")
         .expect("reaper task");
 }
+
+// ── log fields ──
+
+#[derive(Clone, Default)]
+struct CapturedLog(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for CapturedLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_jobs_log_lines_name_the_job_its_rack_and_its_node() {
+    let captured = CapturedLog::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let tracker = JobTracker::new();
+    let job = tracker
+        .create_job("rack-7", "node-3", JobType::FirmwareUpdate)
+        .unwrap();
+    job.span().in_scope(|| tracing::info!("flashing"));
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let line = text.lines().find(|l| l.contains("flashing")).unwrap();
+    for field in [
+        format!("job_id={}", job.id()),
+        "rack_id=rack-7".to_string(),
+        "node_id=node-3".to_string(),
+    ] {
+        assert!(line.contains(&field), "{field} not in {line}");
+    }
+    assert!(!line.contains("parent_job_id"), "{line}");
+}
