@@ -321,6 +321,37 @@ async fn advance_from_the_run_page_and_open_a_failed_racks_report() {
         .unwrap();
     assert_eq!(heading.text().await.unwrap(), "Fleet");
     screenshot(&client, "fleet").await;
+
+    // On a phone: no page scrolls sideways.
+    client.set_window_size(390, 844).await.unwrap();
+    for path in [
+        "/fleet".to_string(),
+        "/runs".to_string(),
+        format!("/runs/{}", id.id),
+        "/tasks".to_string(),
+    ] {
+        client.goto(&format!("{base}{path}")).await.unwrap();
+        client
+            .wait()
+            .at_most(DEADLINE)
+            .for_element(Locator::Css("h1"))
+            .await
+            .unwrap();
+        let overflow = client
+            .execute(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert!(
+            overflow.as_i64().is_some_and(|px| px <= 0),
+            "{path} scrolls sideways by {overflow} px at 390 px"
+        );
+        if path.starts_with("/runs/") {
+            screenshot(&client, "run-phone").await;
+        }
+    }
     client.close().await.unwrap();
     s.stop().await;
 }
