@@ -27,6 +27,10 @@
 //!   second.
 //! - task-wall: one firmware-upgrade task's wall time over its simulated
 //!   hardware time with realistic latency (goal ≤ 1.02).
+//! - observed: the makespan rollout with `/metrics` scraped every 250 ms and
+//!   the console's live stream of the run attached, against the same
+//!   rollout unobserved, alternated 3 × 2 in one run; medians (goal: ≤ 2 %
+//!   worse).
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -72,8 +76,25 @@ enum BenchDb {
     Postgres(PgDatabase),
 }
 
+/// The console and `/metrics` addresses of an observed bench server.
+#[derive(Clone, Copy)]
+struct Observed {
+    console: std::net::SocketAddr,
+    metrics: std::net::SocketAddr,
+}
+
+fn free_port() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+}
+
 impl Bench {
     async fn start(sim: SimConfig) -> Bench {
+        Self::start_observed(sim, None).await
+    }
+
+    async fn start_observed(sim: SimConfig, observed: Option<Observed>) -> Bench {
         let (db, target) = match postgres_admin_url() {
             None => {
                 let path =
@@ -93,13 +114,19 @@ impl Bench {
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let fleet = SimFleet::new(sim.clone());
-        let config = rackflow_server::Config {
+        let mut config = rackflow_server::Config {
             sim,
             planner: rackflow_server::config::PlannerConfig {
                 max_candidate_targets: 0,
             },
             ..Default::default()
         };
+        if let Some(o) = observed {
+            config.console.enabled = true;
+            config.console.listen = o.console;
+            config.metrics.enabled = true;
+            config.metrics.listen = o.metrics;
+        }
         let shutdown = CancellationToken::new();
         let server = {
             let (fleet, shutdown) = (fleet.clone(), shutdown.clone());
@@ -608,6 +635,96 @@ async fn task_wall() {
     b.stop().await;
 }
 
+/// The makespan rollout's wall time over its ideal, observed or not.
+async fn makespan_ratio(observe: bool) -> f64 {
+    let sim = SimConfig {
+        firmware_update_ms: 500,
+        power_ms: 0,
+        jitter: 0.0,
+        ..SimConfig::default()
+    };
+    let observed = observe.then(|| Observed {
+        console: free_port(),
+        metrics: free_port(),
+    });
+    let mut b = Bench::start_observed(sim, observed).await;
+    b.one_stage_firmware_rule().await;
+    let racks = b.fleet("o", 100, 2).await;
+    let start = Instant::now();
+    let id = b.create_run(&racks, 10).await;
+    let stop = CancellationToken::new();
+    let mut watchers = Vec::new();
+    if let Some(o) = observed {
+        let http = reqwest::Client::new();
+        // The console's live stream of the run, read to its end.
+        let events = format!("http://{}/runs/{}/events", o.console, id.id);
+        let (client, token) = (http.clone(), stop.clone());
+        watchers.push(tokio::spawn(async move {
+            let mut response = client.get(events).send().await.expect("events");
+            let mut bytes = 0usize;
+            loop {
+                tokio::select! {
+                    chunk = response.chunk() => match chunk {
+                        Ok(Some(c)) => bytes += c.len(),
+                        _ => break,
+                    },
+                    () = token.cancelled() => break,
+                }
+            }
+            assert!(bytes > 0, "the live stream sent nothing");
+        }));
+        // A Prometheus scraping every 250 ms (60× the usual 15 s).
+        let metrics = format!("http://{}/metrics", o.metrics);
+        let token = stop.clone();
+        watchers.push(tokio::spawn(async move {
+            while !token.is_cancelled() {
+                let body = http
+                    .get(&metrics)
+                    .send()
+                    .await
+                    .expect("scrape")
+                    .text()
+                    .await
+                    .expect("body");
+                assert!(body.ends_with("# EOF\n"));
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(250)) => {}
+                    () = token.cancelled() => break,
+                }
+            }
+        }));
+    }
+    b.wait_run(&id, Duration::from_secs(120)).await;
+    let wall = start.elapsed();
+    stop.cancel();
+    for w in watchers {
+        w.await.expect("watcher");
+    }
+    b.stop().await;
+    wall.as_secs_f64() / Duration::from_millis(100 / 10 * 500).as_secs_f64()
+}
+
+async fn observed() {
+    let (mut plain, mut watched) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        plain.push(makespan_ratio(false).await);
+        watched.push(makespan_ratio(true).await);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (p, w) = (median(&mut plain), median(&mut watched));
+    println!(
+        "observed [{}]: makespan rollout, /metrics every 250 ms + the console's live stream vs none",
+        store_label()
+    );
+    println!(
+        "  makespan/ideal median of 3: plain {p:.3} {plain:.3?}  observed {w:.3} {watched:.3?}  observed/plain {:.4}",
+        w / p
+    );
+}
+
 fn main() {
     // RUST_LOG=warn shows what the server logs during a bench (lost claims,
     // slow writes); silent otherwise.
@@ -655,6 +772,9 @@ fn main() {
         }
         if wants("task-wall") {
             task_wall().await;
+        }
+        if wants("observed") {
+            observed().await;
         }
     });
 }

@@ -16,6 +16,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::io::Write as _;
+use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -72,8 +73,11 @@ impl Driver {
             .and_then(|l| l.local_addr())
             .unwrap()
             .port();
+        // Its own process group: dropping the driver kills chromium too,
+        // even when the test panicked before closing the session.
         let child = Command::new(path)
             .arg(format!("--port={port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -116,6 +120,10 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // The whole group: chromedriver and the browsers it started.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -277,6 +285,25 @@ async fn advance_from_the_run_page_and_open_a_failed_racks_report() {
         serde_json::json!("no reload")
     );
     screenshot(&client, "run-finished").await;
+    // The timeline names the advance (who sent it), the gate and the
+    // failed rack.
+    let timeline = client
+        .find(Locator::Css(".timeline"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "console/advance by console@127.0.0.1:",
+        "run/phase_gate",
+        "rack r-0001 failed",
+    ] {
+        assert!(
+            timeline.contains(line),
+            "{line:?} not in the timeline:\n{timeline}"
+        );
+    }
 
     // The failed rack's cell opens its task's report.
     let failed = client.find(Locator::Css(".cell.t-failed a")).await.unwrap();

@@ -46,6 +46,11 @@ use uuid::Uuid;
 /// (child tasks progress without touching the run row).
 const REREAD_INTERVAL: Duration = Duration::from_secs(1);
 
+/// The least time between two reads of one live page: a busy run changes
+/// many times a second, a person needs a few updates a second, and every
+/// read is a few queries the rollout's own writes compete with.
+const MIN_REREAD_INTERVAL: Duration = Duration::from_millis(250);
+
 /// What the console reads and controls.
 #[derive(Clone)]
 pub struct Console {
@@ -204,8 +209,14 @@ async fn run_events(
                     tracing::debug!(run_id = %id, error = ?e.1, "console: run read failed; retrying")
                 }
             }
-            // Until this run changes, the re-read interval passes, the
-            // browser goes away or the server stops.
+            // Not sooner than the least interval; then until this run
+            // changes, the re-read interval passes, the browser goes away
+            // or the server stops.
+            tokio::select! {
+                () = tokio::time::sleep(MIN_REREAD_INTERVAL) => {}
+                () = tx.closed() => return,
+                () = stop.cancelled() => return,
+            }
             let wait = async {
                 loop {
                     match changes.recv().await {

@@ -40,7 +40,7 @@ pub(super) struct RunView {
 
 impl RunView {
     pub(super) async fn read(console: &Console, id: Uuid) -> Result<RunView, PageError> {
-        let (run, stats) = console.runs.get(id, true).await?;
+        let (run, _) = console.runs.get(id, false).await?;
         let page = console
             .runs
             .list_targets(
@@ -55,6 +55,16 @@ impl RunView {
             .await?;
         let mut targets = page.targets;
         targets.sort_by_key(|(t, _)| t.sequence_index);
+        // The gates' stats from the targets read (the current and completed
+        // phases), as GetOperationRun computes them: one query less.
+        let mut stats = RunStats::default();
+        for (t, _) in targets
+            .iter()
+            .filter(|(t, _)| t.phase_index <= run.current_phase_index)
+        {
+            stats.add(t.phase_index, t.status);
+        }
+        let stats = Some(stats);
         let timeline = console
             .audit
             .list(
@@ -321,21 +331,74 @@ pub(super) fn run_live(view: &RunView) -> Markup {
         }
         section aria-labelledby="timeline-h" {
             h2 id="timeline-h" { "Timeline" }
-            @if view.timeline.is_empty() {
+            @let entries = view.timeline_entries();
+            @if entries.is_empty() {
                 p class="muted" { "No events yet." }
             } @else {
                 ol class="timeline" reversed {
-                    @for e in &view.timeline {
-                        li class={ "event" @if e.code != "OK" { " refused" } } {
+                    @for e in &entries {
+                        li class={ "event" @if e.alarm { " refused" } } {
                             (time_tag(e.at)) " "
-                            strong { (e.action) } " by " span class="actor" { (e.actor) }
-                            @if e.code != "OK" { " — refused (" (e.code) ")" }
+                            strong { (e.title) }
+                            @if let Some(actor) = &e.actor { " by " span class="actor" { (actor) } }
                             @if !e.message.is_empty() { ": " (e.message) }
                         }
                     }
                 }
             }
         }
+    }
+}
+
+/// One line of a run's timeline.
+struct TimelineEntry {
+    at: DateTime<Utc>,
+    title: String,
+    actor: Option<String>,
+    message: String,
+    /// A refusal or a failure (shown as such).
+    alarm: bool,
+}
+
+impl RunView {
+    /// The audit trail (controls with who sent them and refusals, gate
+    /// trips, phase changes, the end) and the failed or terminated racks,
+    /// newest first.
+    fn timeline_entries(&self) -> Vec<TimelineEntry> {
+        let mut entries: Vec<TimelineEntry> = self
+            .timeline
+            .iter()
+            .map(|e| TimelineEntry {
+                at: e.at,
+                title: if e.code == "OK" {
+                    e.action.clone()
+                } else {
+                    format!("{} refused ({})", e.action, e.code)
+                },
+                actor: Some(e.actor.clone()),
+                message: e.message.clone(),
+                alarm: e.code != "OK",
+            })
+            .collect();
+        for (t, rack) in &self.targets {
+            if matches!(t.status, TargetStatus::Failed | TargetStatus::Terminated) {
+                let label = if rack.is_empty() {
+                    t.rack_id.to_string()
+                } else {
+                    rack.clone()
+                };
+                entries.push(TimelineEntry {
+                    at: t.updated_at,
+                    title: format!("rack {label} {}", t.status.as_str()),
+                    actor: None,
+                    message: t.message.clone(),
+                    alarm: true,
+                });
+            }
+        }
+        entries.sort_by_key(|e| std::cmp::Reverse(e.at));
+        entries.truncate(usize::try_from(TIMELINE_EVENTS).unwrap_or(50));
+        entries
     }
 }
 
