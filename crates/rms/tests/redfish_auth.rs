@@ -43,6 +43,14 @@ impl Captured {
     }
 }
 
+/// The emulator tests of this file run one at a time. tracing caches each
+/// log call site's interest process-wide: a call site first reached by the
+/// other test (no subscriber on its thread) while the capturing subscriber
+/// was being installed could stay switched off for it, and the capture then
+/// missed `redfish request` (seen once in CI).
+static SERIAL: std::sync::LazyLock<tokio::sync::Mutex<()>> =
+    std::sync::LazyLock::new(|| tokio::sync::Mutex::new(()));
+
 fn capture_tracing() -> (Captured, tracing::subscriber::DefaultGuard) {
     let captured = Captured::default();
     let writer = captured.clone();
@@ -52,6 +60,8 @@ fn capture_tracing() -> (Captured, tracing::subscriber::DefaultGuard) {
         .with_writer(move || writer.clone())
         .finish();
     let guard = tracing::subscriber::set_default(subscriber);
+    // Every call site re-decides with this subscriber among the live ones.
+    tracing::callsite::rebuild_interest_cache();
     (captured, guard)
 }
 
@@ -89,6 +99,7 @@ fn assert_hidden(what: &str, text: &str) {
 
 #[tokio::test]
 async fn basic_auth_accepts_the_right_password_and_refuses_others() {
+    let _serial = SERIAL.lock().await;
     let mut options = Options::new(Flavor::Sushy);
     options.auth = Some((USER.into(), PASSWORD.into()));
     let Some(emu) = Emulator::start(options).await else {
@@ -150,6 +161,7 @@ async fn basic_auth_accepts_the_right_password_and_refuses_others() {
 
 #[tokio::test]
 async fn tls_verifies_by_default_and_trusts_a_self_signed_bmc_only_when_told() {
+    let _serial = SERIAL.lock().await;
     let mut options = Options::new(Flavor::Sushy);
     options.tls = true;
     options.auth = Some((USER.into(), PASSWORD.into()));

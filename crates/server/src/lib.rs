@@ -124,26 +124,8 @@ pub async fn serve_with_fleet(
     )?;
     // Everything that can refuse the start comes before any loop starts.
     let guard = Arc::new(guard::RequestGuard::new(&["v1.Flow", "v1.FlowExtensions"])?);
-    let metrics_listener = if config.metrics.enabled {
-        let at = config.metrics.listen;
-        Some(
-            TcpListener::bind(at)
-                .await
-                .map_err(|source| ServerError::Bind { addr: at, source })?,
-        )
-    } else {
-        None
-    };
-    let console_listener = if config.console.enabled {
-        let at = config.console.listen;
-        Some(
-            TcpListener::bind(at)
-                .await
-                .map_err(|source| ServerError::Bind { addr: at, source })?,
-        )
-    } else {
-        None
-    };
+    let metrics_listener = bind_if(config.metrics.enabled, config.metrics.listen).await?;
+    let console_listener = bind_if(config.console.enabled, config.console.listen).await?;
     let metrics = Arc::new(metrics::FlowMetrics::new(store.clone()));
     let keys = config.secrets.keys()?.map(Arc::new);
     let rack_manager = match config.provider {
@@ -404,6 +386,21 @@ pub async fn serve_with_fleet(
     tracing::info!("flow server stopped");
     served?;
     Ok(())
+}
+
+/// A listener on `at` when `enabled` (the `/metrics` and console ports,
+/// bound before any loop starts so that a taken port refuses the start).
+async fn bind_if(
+    enabled: bool,
+    at: std::net::SocketAddr,
+) -> Result<Option<TcpListener>, ServerError> {
+    if !enabled {
+        return Ok(None);
+    }
+    TcpListener::bind(at)
+        .await
+        .map(Some)
+        .map_err(|source| ServerError::Bind { addr: at, source })
 }
 
 /// `rms.sync_on_start`: registers the inventory with the rack manager and

@@ -189,22 +189,7 @@ async fn advance_from_the_run_page_and_open_a_failed_racks_report() {
             )),
         }],
     });
-    let id = s
-        .client
-        .create_operation_run(req)
-        .await
-        .unwrap()
-        .into_inner()
-        .id
-        .unwrap();
-    let mut watch = s.extensions();
-    common::wait::wait_run(&mut watch, &id, "the phase gate", DEADLINE, |run| {
-        run.summary
-            .as_ref()
-            .and_then(|s| s.state)
-            .is_some_and(|s| s.reason() == pb::OperationRunStatusReason::PhaseGate)
-    })
-    .await;
+    let id = s.run_to_phase_gate(req, DEADLINE).await;
 
     let driver = Driver::start(&driver_path).await;
     let client = driver.session(&chromium).await;
@@ -348,6 +333,75 @@ async fn advance_from_the_run_page_and_open_a_failed_racks_report() {
         .unwrap();
     assert_eq!(heading.text().await.unwrap(), "Fleet");
     screenshot(&client, "fleet").await;
+
+    // A schedule paused from its page: confirmed, then shown paused.
+    s.client
+        .create_task_schedule(pb::CreateTaskScheduleRequest {
+            schedule: Some(pb::ScheduleConfig {
+                name: "nightly power-on".into(),
+                spec: Some(pb::ScheduleSpec {
+                    r#type: pb::ScheduleSpecType::Cron as i32,
+                    spec: "0 2 * * *".into(),
+                    timezone: "Europe/Paris".into(),
+                }),
+                overlap_policy: pb::OverlapPolicy::Skip as i32,
+                catchup_window: None,
+            }),
+            operation: Some(pb::ScheduledOperation {
+                operation: Some(pb::scheduled_operation::Operation::PowerOn(
+                    pb::PowerOnRackRequest {
+                        target_spec: Some(common::whole_rack(2)),
+                        ..Default::default()
+                    },
+                )),
+            }),
+        })
+        .await
+        .unwrap();
+    client.goto(&format!("{base}/schedules")).await.unwrap();
+    screenshot(&client, "schedules").await;
+    client
+        .execute("window.__rackflowMarker = 'schedules';", vec![])
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("button[data-schedule-action='pause']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    client.accept_alert().await.unwrap();
+    client
+        .wait()
+        .at_most(DEADLINE)
+        .for_element(Locator::XPath("//td[normalize-space()='paused']"))
+        .await
+        .unwrap();
+    assert!(
+        client
+            .find(Locator::Css("button[data-schedule-action='resume']"))
+            .await
+            .is_ok(),
+        "a paused schedule offers Resume"
+    );
+    let outcome = client
+        .find(Locator::Css("#control-status"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(outcome, "paused");
+    // Still the same page: the table was re-read in place, not reloaded.
+    assert_eq!(
+        client
+            .execute("return window.__rackflowMarker || null;", vec![])
+            .await
+            .unwrap(),
+        serde_json::json!("schedules"),
+        "the schedules page was reloaded"
+    );
 
     // On a phone: no page scrolls sideways.
     client.set_window_size(390, 844).await.unwrap();

@@ -38,23 +38,19 @@ async fn start(backend: Backend, racks: u32) -> Option<(TestServer, String)> {
 }
 
 async fn paused_at_the_gate(s: &mut TestServer, name: &str) -> pb::Uuid {
-    let id = s
-        .client
-        .create_operation_run(common::run_request(name, 100, "s", "o", 2))
+    s.run_to_phase_gate(common::run_request(name, 100, "s", "o", 2), DEADLINE)
         .await
-        .unwrap()
-        .into_inner()
-        .id
-        .unwrap();
-    let mut watch = s.extensions();
-    common::wait::wait_run(&mut watch, &id, "the phase gate", DEADLINE, |run| {
-        run.summary
-            .as_ref()
-            .and_then(|s| s.state)
-            .is_some_and(|s| s.reason() == pb::OperationRunStatusReason::PhaseGate)
-    })
-    .await;
-    id
+}
+
+/// GET and POST `url`: (status, body).
+async fn get(http: &reqwest::Client, url: String) -> (u16, String) {
+    let r = http.get(url).send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+async fn post(http: &reqwest::Client, url: String) -> (u16, String) {
+    let r = http.post(url).send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
 }
 
 async fn pages_controls_and_refusals(backend: Backend) {
@@ -62,17 +58,10 @@ async fn pages_controls_and_refusals(backend: Backend) {
         return;
     };
     let http = reqwest::Client::new();
-    let get = |path: String| {
-        let http = http.clone();
-        async move {
-            let r = http.get(path).send().await.unwrap();
-            (r.status().as_u16(), r.text().await.unwrap())
-        }
-    };
     let id = paused_at_the_gate(&mut s, "<script>alert(1)</script>").await;
 
     // The list escapes what an API caller named the run.
-    let (code, list) = get(format!("{base}/runs")).await;
+    let (code, list) = get(&http, format!("{base}/runs")).await;
     assert_eq!(code, 200);
     assert!(
         list.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
@@ -80,42 +69,47 @@ async fn pages_controls_and_refusals(backend: Backend) {
     );
     assert!(!list.contains("<script>alert"), "{list}");
     // `/` leads to the runs.
-    let (code, _) = get(format!("{base}/")).await;
+    let (code, _) = get(&http, format!("{base}/")).await;
     assert_eq!(code, 200);
 
-    let (code, page) = get(format!("{base}/runs/{}", id.id)).await;
+    let (code, page) = get(&http, format!("{base}/runs/{}", id.id)).await;
     assert_eq!(code, 200);
     assert!(page.contains("data-status=\"paused\""), "{page}");
     assert!(page.contains("data-expected-phase=\"1\""), "{page}");
 
     // Refusals: a malformed id, an unknown run, page or control.
-    assert_eq!(get(format!("{base}/runs/not-a-uuid")).await.0, 400);
+    assert_eq!(get(&http, format!("{base}/runs/not-a-uuid")).await.0, 400);
     let unknown = uuid::Uuid::new_v4();
-    assert_eq!(get(format!("{base}/runs/{unknown}")).await.0, 404);
-    assert_eq!(get(format!("{base}/tasks/{unknown}")).await.0, 404);
-    assert_eq!(get(format!("{base}/nope")).await.0, 404);
-    let post = |path: String| {
-        let http = http.clone();
-        async move {
-            let r = http.post(path).send().await.unwrap();
-            (r.status().as_u16(), r.text().await.unwrap())
-        }
-    };
+    assert_eq!(get(&http, format!("{base}/runs/{unknown}")).await.0, 404);
+    assert_eq!(get(&http, format!("{base}/tasks/{unknown}")).await.0, 404);
+    assert_eq!(get(&http, format!("{base}/nope")).await.0, 404);
     assert_eq!(
-        post(format!("{base}/runs/{}/frobnicate", id.id)).await.0,
-        404
-    );
-    assert_eq!(post(format!("{base}/runs/{unknown}/pause")).await.0, 404);
-    // A stale guard is refused with its reason; the run stays where it is.
-    let (code, why) = post(format!("{base}/runs/{}/advance?expected_phase=7", id.id)).await;
-    assert_eq!(code, 409, "{why}");
-    assert!(why.contains('7'), "{why}");
-    let (_, live) = get(format!("{base}/runs/{}/live", id.id)).await;
-    assert!(live.contains("data-phase=\"0\""), "{live}");
-    assert_eq!(
-        post(format!("{base}/runs/{}/advance?expected_phase=x", id.id))
+        post(&http, format!("{base}/runs/{}/frobnicate", id.id))
             .await
             .0,
+        404
+    );
+    assert_eq!(
+        post(&http, format!("{base}/runs/{unknown}/pause")).await.0,
+        404
+    );
+    // A stale guard is refused with its reason; the run stays where it is.
+    let (code, why) = post(
+        &http,
+        format!("{base}/runs/{}/advance?expected_phase=7", id.id),
+    )
+    .await;
+    assert_eq!(code, 409, "{why}");
+    assert!(why.contains('7'), "{why}");
+    let (_, live) = get(&http, format!("{base}/runs/{}/live", id.id)).await;
+    assert!(live.contains("data-phase=\"0\""), "{live}");
+    assert_eq!(
+        post(
+            &http,
+            format!("{base}/runs/{}/advance?expected_phase=x", id.id)
+        )
+        .await
+        .0,
         400
     );
 
@@ -143,7 +137,11 @@ async fn pages_controls_and_refusals(backend: Backend) {
 
     // Advance with the right guard: it moves on, the stream says so, and
     // the audit trail names the console and the caller's address.
-    let (code, live) = post(format!("{base}/runs/{}/advance?expected_phase=1", id.id)).await;
+    let (code, live) = post(
+        &http,
+        format!("{base}/runs/{}/advance?expected_phase=1", id.id),
+    )
+    .await;
     assert_eq!(code, 200, "{live}");
     assert!(live.contains("data-phase=\"1\""), "{live}");
     let mut seen = first;
@@ -206,24 +204,17 @@ async fn fleet_tasks_and_schedules_pages(backend: Backend) {
         return;
     };
     let http = reqwest::Client::new();
-    let get = |path: String| {
-        let http = http.clone();
-        async move {
-            let r = http.get(path).send().await.unwrap();
-            (r.status().as_u16(), r.text().await.unwrap())
-        }
-    };
     // The fleet: every rack, firmware versions per type with their counts.
-    let (code, fleet) = get(format!("{base}/fleet")).await;
+    let (code, fleet) = get(&http, format!("{base}/fleet")).await;
     assert_eq!(code, 200, "{fleet}");
     assert_eq!(fleet.matches("<td>r-000").count(), 3, "{fleet}");
     assert!(fleet.contains("GB200 NVL72"), "{fleet}");
     // Two compute trays per fixture rack, all at one version.
     assert!(fleet.contains("aria-valuenow=\"6\""), "{fleet}");
-    let (code, none) = get(format!("{base}/fleet?model=nope")).await;
+    let (code, none) = get(&http, format!("{base}/fleet?model=nope")).await;
     assert_eq!(code, 200);
     assert!(none.contains("0 rack(s)"), "{none}");
-    assert_eq!(get(format!("{base}/fleet?domain=x")).await.0, 400);
+    assert_eq!(get(&http, format!("{base}/fleet?domain=x")).await.0, 400);
 
     // A task, then the tasks page filtered by rack and status.
     let ids = s
@@ -239,16 +230,16 @@ async fn fleet_tasks_and_schedules_pages(backend: Backend) {
         .task_ids;
     assert_eq!(ids.len(), 1);
     let task = ids[0].id.clone();
-    let (code, tasks) = get(format!("{base}/tasks?rack=r-0002")).await;
+    let (code, tasks) = get(&http, format!("{base}/tasks?rack=r-0002")).await;
     assert_eq!(code, 200, "{tasks}");
     assert!(tasks.contains(&format!("/tasks/{task}")), "{tasks}");
-    let (_, other) = get(format!("{base}/tasks?rack=r-0001")).await;
+    let (_, other) = get(&http, format!("{base}/tasks?rack=r-0001")).await;
     assert!(!other.contains(&format!("/tasks/{task}")), "{other}");
-    let (_, by_type) = get(format!("{base}/tasks?type=firmware_control")).await;
+    let (_, by_type) = get(&http, format!("{base}/tasks?type=firmware_control")).await;
     assert!(!by_type.contains(&format!("/tasks/{task}")), "{by_type}");
-    assert_eq!(get(format!("{base}/tasks?status=nope")).await.0, 400);
-    assert_eq!(get(format!("{base}/tasks?rack=r-9999")).await.0, 404);
-    let (code, report) = get(format!("{base}/tasks/{task}")).await;
+    assert_eq!(get(&http, format!("{base}/tasks?status=nope")).await.0, 400);
+    assert_eq!(get(&http, format!("{base}/tasks?rack=r-9999")).await.0, 404);
+    let (code, report) = get(&http, format!("{base}/tasks/{task}")).await;
     assert_eq!(code, 200);
     assert!(report.contains("power_control"), "{report}");
 
@@ -279,7 +270,7 @@ async fn fleet_tasks_and_schedules_pages(backend: Backend) {
         .unwrap()
         .into_inner();
     let sid = schedule.id.unwrap().id;
-    let (code, page) = get(format!("{base}/schedules")).await;
+    let (code, page) = get(&http, format!("{base}/schedules")).await;
     assert_eq!(code, 200);
     assert!(page.contains("nightly &lt;b&gt;"), "{page}");
     assert!(page.contains("Europe/Paris"), "{page}");
@@ -288,21 +279,19 @@ async fn fleet_tasks_and_schedules_pages(backend: Backend) {
         3,
         "three next fire times: {page}"
     );
-    let post = |path: String| {
-        let http = http.clone();
-        async move {
-            let r = http.post(path).send().await.unwrap();
-            (r.status().as_u16(), r.text().await.unwrap())
-        }
-    };
     assert_eq!(
-        post(format!("{base}/schedules/{sid}/pause")).await,
+        post(&http, format!("{base}/schedules/{sid}/pause")).await,
         (200, "paused".to_string())
     );
-    let (_, page) = get(format!("{base}/schedules")).await;
+    let (_, page) = get(&http, format!("{base}/schedules")).await;
     assert!(page.contains("<td>paused</td>"), "{page}");
-    assert_eq!(post(format!("{base}/schedules/{sid}/explode")).await.0, 404);
-    let (code, fired) = post(format!("{base}/schedules/{sid}/trigger")).await;
+    assert_eq!(
+        post(&http, format!("{base}/schedules/{sid}/explode"))
+            .await
+            .0,
+        404
+    );
+    let (code, fired) = post(&http, format!("{base}/schedules/{sid}/trigger")).await;
     assert_eq!((code, fired.as_str()), (200, "fired: 1 task(s) submitted"));
     s.stop().await;
 }

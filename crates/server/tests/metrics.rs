@@ -122,21 +122,8 @@ async fn a_phased_rollout_shows_in_every_family(backend: Backend) {
 
     // Two phases of two racks; the first phase ends at the phase gate.
     let id = s
-        .client
-        .create_operation_run(common::run_request("metrics", 100, "s", "o", 2))
-        .await
-        .unwrap()
-        .into_inner()
-        .id
-        .unwrap();
-    let mut watch = s.extensions();
-    common::wait::wait_run(&mut watch, &id, "the phase gate", DEADLINE, |run| {
-        run.summary
-            .as_ref()
-            .and_then(|s| s.state)
-            .is_some_and(|s| s.reason() == pb::OperationRunStatusReason::PhaseGate)
-    })
-    .await;
+        .run_to_phase_gate(common::run_request("metrics", 100, "s", "o", 2), DEADLINE)
+        .await;
     let at_gate = scrape(addr).await;
     for (family, kind) in FAMILIES {
         assert_eq!(at_gate.kind(family), *kind, "{family}");
@@ -207,6 +194,7 @@ async fn a_phased_rollout_shows_in_every_family(backend: Backend) {
         })
         .await
         .unwrap();
+    let mut watch = s.extensions();
     common::wait::wait_run(&mut watch, &id, "the run's end", DEADLINE, |run| {
         run.summary
             .as_ref()

@@ -94,6 +94,32 @@ impl TestServer {
         })
     }
 
+    /// Creates the run of `req` and waits (up to `deadline`) until it
+    /// stops at its first phase gate; returns its id.
+    pub async fn run_to_phase_gate(
+        &mut self,
+        req: pb::CreateOperationRunRequest,
+        deadline: Duration,
+    ) -> pb::Uuid {
+        let id = self
+            .client
+            .create_operation_run(req)
+            .await
+            .expect("create operation run")
+            .into_inner()
+            .id
+            .expect("run id");
+        let mut watch = self.extensions();
+        crate::wait::wait_run(&mut watch, &id, "the phase gate", deadline, |run| {
+            run.summary
+                .as_ref()
+                .and_then(|s| s.state)
+                .is_some_and(|s| s.reason() == pb::OperationRunStatusReason::PhaseGate)
+        })
+        .await;
+        id
+    }
+
     /// A client of our own RPCs (see [`flow_extensions`]).
     pub fn extensions(&self) -> ExtensionsClient {
         flow_extensions(self.channel.clone())

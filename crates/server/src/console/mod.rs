@@ -38,7 +38,6 @@ use rackflow_engine::runs::RunManager;
 use rackflow_engine::store::Store;
 use serde::Deserialize;
 use tokio::net::TcpListener;
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -217,18 +216,8 @@ async fn run_events(
                 () = tx.closed() => return,
                 () = stop.cancelled() => return,
             }
-            let wait = async {
-                loop {
-                    match changes.recv().await {
-                        Ok(changed) if changed == id => return,
-                        Ok(_) => {}
-                        Err(RecvError::Lagged(_)) => return,
-                        Err(RecvError::Closed) => std::future::pending::<()>().await,
-                    }
-                }
-            };
             tokio::select! {
-                () = wait => {}
+                () = crate::rpc::watch::run_changed(&mut changes, id) => {}
                 () = tokio::time::sleep(REREAD_INTERVAL) => {}
                 () = tx.closed() => return,
                 () = stop.cancelled() => return,

@@ -783,6 +783,7 @@ pub(super) fn schedules_page(rows: &[(TaskSchedule, Vec<DateTime<Utc>>)], total:
             h1 { "Task schedules" }
             p class="muted" { (total) " schedule(s); times in your time zone" }
             div id="control-error" role="alert" class="error" hidden {}
+            p id="control-status" role="status" {}
             table class="schedules" {
                 thead { tr {
                     th scope="col" { "Name" }

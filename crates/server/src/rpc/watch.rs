@@ -102,18 +102,8 @@ pub(crate) async fn watch(
             }
             // Wake on this run's changes, at the latest after the re-read
             // interval; leave when the client does or the server stops.
-            let changed = async {
-                loop {
-                    match changes.recv().await {
-                        Ok(changed) if changed == id => return,
-                        Ok(_) => {}
-                        Err(RecvError::Lagged(_)) => return,
-                        Err(RecvError::Closed) => std::future::pending::<()>().await,
-                    }
-                }
-            };
             tokio::select! {
-                () = changed => {}
+                () = run_changed(&mut changes, id) => {}
                 () = tokio::time::sleep(REREAD_INTERVAL) => {}
                 () = tx.closed() => return,
                 () = stop.cancelled() => {
@@ -124,4 +114,21 @@ pub(crate) async fn watch(
         }
     });
     Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
+}
+
+/// Returns when the dispatcher announces a change of run `id` (or when
+/// announcements were missed: the caller re-reads anyway); never when the
+/// announcements end.
+pub(crate) async fn run_changed(
+    changes: &mut tokio::sync::broadcast::Receiver<uuid::Uuid>,
+    id: uuid::Uuid,
+) {
+    loop {
+        match changes.recv().await {
+            Ok(changed) if changed == id => return,
+            Ok(_) => {}
+            Err(RecvError::Lagged(_)) => return,
+            Err(RecvError::Closed) => std::future::pending::<()>().await,
+        }
+    }
 }

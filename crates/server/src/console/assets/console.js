@@ -18,30 +18,38 @@ function showError(text) {
   box.hidden = !text;
 }
 
-async function control(live, button) {
+// Asks the button's question, POSTs `url`, and hands a success's text to
+// `done`; a refusal's text is shown and the button enabled again.
+async function confirmedPost(button, label, url, done) {
   const question = button.getAttribute("data-confirm");
   if (question && !window.confirm(question)) return;
+  button.disabled = true;
+  try {
+    const answer = await fetch(url, { method: "POST" });
+    const text = await answer.text();
+    if (answer.ok) {
+      showError("");
+      done(text);
+    } else {
+      showError(`${label} refused: ${text}`);
+      button.disabled = false;
+    }
+  } catch (e) {
+    showError(`${label} failed: ${e}`);
+    button.disabled = false;
+  }
+}
+
+function control(live, button) {
   const action = button.getAttribute("data-action");
   const params = new URLSearchParams();
   const expected = button.getAttribute("data-expected-phase");
   if (action === "advance" && expected !== null) params.set("expected_phase", expected);
   if (action === "cancel") params.set("reason", "cancelled from the console");
-  button.disabled = true;
-  try {
-    const answer = await fetch(`/runs/${live.dataset.run}/${action}?${params}`, { method: "POST" });
-    const text = await answer.text();
-    if (answer.ok) {
-      live.innerHTML = text;
-      localTimes(live);
-      showError("");
-    } else {
-      showError(`${action} refused: ${text}`);
-      button.disabled = false;
-    }
-  } catch (e) {
-    showError(`${action} failed: ${e}`);
-    button.disabled = false;
-  }
+  confirmedPost(button, action, `/runs/${live.dataset.run}/${action}?${params}`, (html) => {
+    live.innerHTML = html;
+    localTimes(live);
+  });
 }
 
 function follow(live) {
@@ -62,26 +70,22 @@ function follow(live) {
   });
 }
 
-// Schedules page: pause / resume / trigger, then the page re-reads.
-async function scheduleControl(button) {
-  const question = button.getAttribute("data-confirm");
-  if (question && !window.confirm(question)) return;
+// Schedules page: pause / resume / trigger, then the table re-reads.
+function scheduleControl(button) {
   const row = button.closest("tr[data-schedule]");
   const action = button.getAttribute("data-schedule-action");
-  button.disabled = true;
-  try {
-    const answer = await fetch(`/schedules/${row.dataset.schedule}/${action}`, { method: "POST" });
-    const text = await answer.text();
-    if (answer.ok) {
-      window.location.reload();
-    } else {
-      showError(`${action} refused: ${text}`);
-      button.disabled = false;
+  confirmedPost(button, action, `/schedules/${row.dataset.schedule}/${action}`, async (text) => {
+    // The page's content re-read in place (no reload), with the outcome.
+    const page = await (await fetch("/schedules")).text();
+    const fresh = new DOMParser().parseFromString(page, "text/html").querySelector("main");
+    const main = document.querySelector("main");
+    if (fresh && main) {
+      main.replaceWith(fresh);
+      localTimes(fresh);
     }
-  } catch (e) {
-    showError(`${action} failed: ${e}`);
-    button.disabled = false;
-  }
+    const status = document.getElementById("control-status");
+    if (status) status.textContent = text;
+  });
 }
 
 document.addEventListener("DOMContentLoaded", () => {
