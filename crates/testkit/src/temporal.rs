@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 /// How long the dev server may take to answer after a start.
+/// Starts tried before a lost port race fails the test.
+const START_ATTEMPTS: u32 = 3;
+
 const START_DEADLINE: Duration = Duration::from_secs(60);
 
 /// A running (or stopped) dev server; killed and its directory removed on
@@ -84,6 +87,24 @@ impl TemporalDevServer {
     /// it answers and the namespace `default` exists.
     pub fn start_again(&mut self) {
         assert!(self.child.is_none(), "the Temporal dev server is running");
+        // The HTTP and metrics ports are picked free just before the start;
+        // another process may take one in between ("address already in
+        // use", seen once in CI): then start again with fresh ones.
+        for attempt in 1..=START_ATTEMPTS {
+            self.spawn();
+            match self.wait_ready() {
+                Ok(()) => return,
+                Err(log) if attempt < START_ATTEMPTS && log.contains("address already in use") => {
+                    eprintln!(
+                        "the Temporal dev server lost a port race (attempt {attempt}); starting again"
+                    );
+                }
+                Err(log) => panic!("the Temporal dev server exited while starting:\n{log}"),
+            }
+        }
+    }
+
+    fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -109,23 +130,22 @@ impl TemporalDevServer {
             .spawn()
             .unwrap_or_else(|e| panic!("start {} server start-dev: {e}", self.cli.display()));
         self.child = Some(child);
-        self.wait_ready();
     }
 
-    fn wait_ready(&mut self) {
+    /// Waits until the server answers with its namespace; `Err(log)` when
+    /// it exited first (the child is gone then).
+    fn wait_ready(&mut self) -> Result<(), String> {
         let started = Instant::now();
         loop {
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                panic!(
-                    "the Temporal dev server exited ({status}) while starting:\n{}",
-                    self.log()
-                );
+                self.child = None;
+                return Err(format!("({status})\n{}", self.log()));
             }
             let listening = TcpStream::connect(("127.0.0.1", self.port)).is_ok();
             if listening && self.namespace_ready() {
-                return;
+                return Ok(());
             }
             assert!(
                 started.elapsed() < START_DEADLINE,
