@@ -38,6 +38,7 @@ use rackflow_domain::report::Report;
 use rackflow_domain::run::{OperationRun, RunReason, RunStatus, TargetStatus};
 use rackflow_domain::task::{TaskStatus, TaskType};
 use rackflow_store::Store;
+use serde::Deserialize;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
@@ -377,8 +378,7 @@ impl Metrics {
                 .get_or_create(&labels)
                 .observe(elapsed.as_secs_f64());
         }
-        let Some(report) = report.and_then(|r| serde_json::from_value::<Report>(r.clone()).ok())
-        else {
+        let Some(report) = report.and_then(|r| Report::deserialize(r).ok()) else {
             return;
         };
         for stage in &report.stages {

@@ -336,26 +336,7 @@ async fn advance_from_the_run_page_and_open_a_failed_racks_report() {
 
     // A schedule paused from its page: confirmed, then shown paused.
     s.client
-        .create_task_schedule(pb::CreateTaskScheduleRequest {
-            schedule: Some(pb::ScheduleConfig {
-                name: "nightly power-on".into(),
-                spec: Some(pb::ScheduleSpec {
-                    r#type: pb::ScheduleSpecType::Cron as i32,
-                    spec: "0 2 * * *".into(),
-                    timezone: "Europe/Paris".into(),
-                }),
-                overlap_policy: pb::OverlapPolicy::Skip as i32,
-                catchup_window: None,
-            }),
-            operation: Some(pb::ScheduledOperation {
-                operation: Some(pb::scheduled_operation::Operation::PowerOn(
-                    pb::PowerOnRackRequest {
-                        target_spec: Some(common::whole_rack(2)),
-                        ..Default::default()
-                    },
-                )),
-            }),
-        })
+        .create_task_schedule(common::nightly_power_on("nightly power-on", 2))
         .await
         .unwrap();
     client.goto(&format!("{base}/schedules")).await.unwrap();

@@ -246,26 +246,7 @@ async fn fleet_tasks_and_schedules_pages(backend: Backend) {
     // A schedule: listed with its next fire times; paused from the page.
     let schedule = s
         .client
-        .create_task_schedule(pb::CreateTaskScheduleRequest {
-            schedule: Some(pb::ScheduleConfig {
-                name: "nightly <b>".into(),
-                spec: Some(pb::ScheduleSpec {
-                    r#type: pb::ScheduleSpecType::Cron as i32,
-                    spec: "0 2 * * *".into(),
-                    timezone: "Europe/Paris".into(),
-                }),
-                overlap_policy: pb::OverlapPolicy::Skip as i32,
-                catchup_window: None,
-            }),
-            operation: Some(pb::ScheduledOperation {
-                operation: Some(pb::scheduled_operation::Operation::PowerOn(
-                    pb::PowerOnRackRequest {
-                        target_spec: Some(common::whole_rack(3)),
-                        ..Default::default()
-                    },
-                )),
-            }),
-        })
+        .create_task_schedule(common::nightly_power_on("nightly <b>", 3))
         .await
         .unwrap()
         .into_inner();

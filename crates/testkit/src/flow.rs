@@ -468,6 +468,31 @@ pub fn whole_rack(n: u32) -> pb::OperationTargetSpec {
     }
 }
 
+/// A nightly (02:00 Europe/Paris, overlap skipped) power-on of fixture rack
+/// `n`, named `name`.
+pub fn nightly_power_on(name: &str, n: u32) -> pb::CreateTaskScheduleRequest {
+    pb::CreateTaskScheduleRequest {
+        schedule: Some(pb::ScheduleConfig {
+            name: name.into(),
+            spec: Some(pb::ScheduleSpec {
+                r#type: pb::ScheduleSpecType::Cron as i32,
+                spec: "0 2 * * *".into(),
+                timezone: "Europe/Paris".into(),
+            }),
+            overlap_policy: pb::OverlapPolicy::Skip as i32,
+            catchup_window: None,
+        }),
+        operation: Some(pb::ScheduledOperation {
+            operation: Some(pb::scheduled_operation::Operation::PowerOn(
+                pb::PowerOnRackRequest {
+                    target_spec: Some(whole_rack(n)),
+                    ..Default::default()
+                },
+            )),
+        }),
+    }
+}
+
 /// Creates racks 1..=count with fixture ids; returns their ids in order.
 pub async fn fixture_fleet(client: &mut FlowClient<Channel>, count: u32) -> Vec<Uuid> {
     let mut ids = Vec::new();

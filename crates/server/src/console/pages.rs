@@ -12,6 +12,7 @@ use rackflow_domain::run::{
     SafetyGate, TargetStatus,
 };
 use rackflow_domain::task::Task;
+use serde::Deserialize;
 use uuid::Uuid;
 
 use rackflow_domain::audit::AuditEvent;
@@ -190,13 +191,7 @@ pub(super) fn runs_page(rows: &[(OperationRun, Option<RunStats>)], total: i64) -
             } @else {
                 table class="runs" {
                     caption class="sr-only" { "Operation runs" }
-                    thead { tr {
-                        th scope="col" { "Name" }
-                        th scope="col" { "Status" }
-                        th scope="col" { "Phase" }
-                        th scope="col" { "Progress" }
-                        th scope="col" { "Created" }
-                    } }
+                    thead { (header_row(&["Name", "Status", "Phase", "Progress", "Created"])) }
                     tbody {
                         @for (run, stats) in rows {
                             @let selected = stats.map_or(0, |s| s.cumulative.selected_targets);
@@ -457,7 +452,7 @@ pub(super) fn task_page(task: &Task, rack: Option<&Rack>) -> Markup {
     let report: Option<Report> = task
         .report
         .as_ref()
-        .and_then(|r| serde_json::from_value(r.clone()).ok());
+        .and_then(|r| Report::deserialize(r).ok());
     let rack_label = rack.map_or_else(
         || task.rack_id.to_string(),
         |r| r.external_id.clone().unwrap_or_else(|| r.name.clone()),
@@ -486,12 +481,7 @@ pub(super) fn task_page(task: &Task, rack: Option<&Rack>) -> Markup {
                                 h3 { "Stage " (stage.number) " — " (stage.status.as_str()) }
                                 @if let Some(e) = &stage.error { p class="error" { (e) } }
                                 table {
-                                    thead { tr {
-                                        th scope="col" { "Component type" }
-                                        th scope="col" { "Status" }
-                                        th scope="col" { "Done / failed / total" }
-                                        th scope="col" { "Error" }
-                                    } }
+                                    thead { (header_row(&["Component type", "Status", "Done / failed / total", "Error"])) }
                                     tbody {
                                         @for step in &stage.steps {
                                             tr class={ "r-" (step.status.as_str()) } {
@@ -520,18 +510,15 @@ pub(super) async fn rack_labels(
     let mut wanted: Vec<Uuid> = ids.collect();
     wanted.sort();
     wanted.dedup();
-    let mut labels = HashMap::new();
-    for id in wanted {
-        if let Some(rack) = console
-            .store
-            .rack_get(id, true)
-            .await
-            .map_err(EngineError::from)?
-        {
-            labels.insert(id, rack.external_id.unwrap_or(rack.name));
-        }
-    }
-    Ok(labels)
+    let racks = console
+        .store
+        .racks_get_many(&wanted)
+        .await
+        .map_err(EngineError::from)?;
+    Ok(racks
+        .into_iter()
+        .map(|rack| (rack.id, rack.external_id.unwrap_or(rack.name)))
+        .collect())
 }
 
 /// The fleet as the fleet page shows it.
@@ -690,14 +677,7 @@ pub(super) fn fleet_page(view: &FleetView) -> Markup {
             section aria-labelledby="racks-h" {
                 h2 id="racks-h" { "Racks" }
                 table class="racks" {
-                    thead { tr {
-                        th scope="col" { "Rack" }
-                        th scope="col" { "Model" }
-                        th scope="col" { "Location" }
-                        th scope="col" { "NVLink domain" }
-                        th scope="col" { "Lifecycle" }
-                        th scope="col" { "Tasks" }
-                    } }
+                    thead { (header_row(&["Rack", "Model", "Location", "NVLink domain", "Lifecycle", "Tasks"])) }
                     tbody {
                         @for r in &view.racks {
                             @let label = r.external_id.clone().unwrap_or_else(|| r.name.clone());
@@ -751,14 +731,7 @@ pub(super) fn tasks_page(
             }
             p class="muted" { (tasks.len()) " shown of " (total) ", newest first" }
             table class="tasks" {
-                thead { tr {
-                    th scope="col" { "Task" }
-                    th scope="col" { "Operation" }
-                    th scope="col" { "Rack" }
-                    th scope="col" { "Status" }
-                    th scope="col" { "Message" }
-                    th scope="col" { "Created" }
-                } }
+                thead { (header_row(&["Task", "Operation", "Rack", "Status", "Message", "Created"])) }
                 tbody {
                     @for t in tasks {
                         tr {
@@ -786,12 +759,7 @@ pub(super) fn schedules_page(rows: &[(TaskSchedule, Vec<DateTime<Utc>>)], total:
             p id="control-status" role="status" {}
             table class="schedules" {
                 thead { tr {
-                    th scope="col" { "Name" }
-                    th scope="col" { "Spec" }
-                    th scope="col" { "State" }
-                    th scope="col" { "Next fire times" }
-                    th scope="col" { "Last fired" }
-                    th scope="col" { "Skipped" }
+                    (header_cells(&["Name", "Spec", "State", "Next fire times", "Last fired", "Skipped"]))
                     th scope="col" { span class="sr-only" { "Controls" } }
                 } }
                 tbody {
@@ -817,4 +785,14 @@ pub(super) fn schedules_page(rows: &[(TaskSchedule, Vec<DateTime<Utc>>)], total:
             }
         },
     )
+}
+
+/// A table's header row, one column header per name.
+fn header_row(names: &[&str]) -> Markup {
+    html! { tr { (header_cells(names)) } }
+}
+
+/// Column header cells, one per name.
+fn header_cells(names: &[&str]) -> Markup {
+    html! { @for name in names { th scope="col" { (name) } } }
 }
