@@ -1126,7 +1126,7 @@ fn rack_manager_extensions_are_our_own_package() {
 
 /// The reference `RackManager` RPCs rackflow's rack manager serves (wire-
 /// contract part B); each takes `<Rpc>Request` and answers `<Rpc>Response`.
-const RACK_MANAGER_SERVED: [&str; 16] = [
+const RACK_MANAGER_SERVED: [&str; 31] = [
     "CreateNodes",
     "ListNodeInventory",
     "ListRacks",
@@ -1143,19 +1143,12 @@ const RACK_MANAGER_SERVED: [&str; 16] = [
     "GetFirmwareJobStatus",
     "GetVersion",
     "ExecuteColdReboot",
-];
-
-/// The reference's other `RackManager` RPCs (§B.10): not declared yet (a
-/// client gets UNIMPLEMENTED); later issues move them to the list above.
-/// Together the two lists are the reference's 52.
-const RACK_MANAGER_NOT_YET: [&str; 36] = [
     "UpdateNode",
     "GetNodeDeviceInfo",
     "ListNodeDeviceInfoByNodeType",
     "BatchGetNodeDeviceInfo",
     "BatchGetFirmwareInventory",
     "CompareFirmwareObject",
-    "UpdateSwitchSystemImage",
     "GetRackFirmwareInventory",
     "AddFirmwareObject",
     "GetFirmwareObject",
@@ -1164,9 +1157,16 @@ const RACK_MANAGER_NOT_YET: [&str; 36] = [
     "SetDefaultFirmwareObject",
     "ApplyStoredFirmwareObject",
     "ApplyFirmwareObject",
+    "GetFirmwareObjectHistory",
+];
+
+/// The reference's other `RackManager` RPCs (§B.10): not declared yet (a
+/// client gets UNIMPLEMENTED); later issues move them to the list above.
+/// Together the two lists are the reference's 52.
+const RACK_MANAGER_NOT_YET: [&str; 21] = [
+    "UpdateSwitchSystemImage",
     "ApplySwitchSystemImage",
     "ApplyStoredSwitchSystemImage",
-    "GetFirmwareObjectHistory",
     "ListSwitchFirmware",
     "PushSwitchFirmware",
     "BatchResetSwitchFactoryDefault",
@@ -1186,6 +1186,272 @@ const RACK_MANAGER_NOT_YET: [&str; 36] = [
     "UpdateSwitchSystemPassword",
     "BatchCollectSwitchSpdmAttestationEvidence",
 ];
+
+/// The §B.10 messages of the served RPCs, field by field as the reference
+/// has them: `number name type`, `opt` / `rep` before the type for proto3
+/// `optional` / `repeated`, `map<K, V>` for maps. Enum and message types are
+/// named without their package.
+const RACK_MANAGER_B10_MESSAGES: &[(&str, &str)] = &[
+    (
+        "NodeUpdateInfo",
+        "1 bmc_endpoint opt Endpoint; 2 host_endpoint opt Endpoint",
+    ),
+    (
+        "UpdateNodeRequest",
+        "2 node_id string; 3 update_info NodeUpdateInfo; 4 rack_id string",
+    ),
+    ("UpdateNodeResponse", "1 response OperationResponse"),
+    (
+        "GetNodeDeviceInfoRequest",
+        "2 rack_id string; 3 node_id string",
+    ),
+    (
+        "GetNodeDeviceInfoResponse",
+        "2 status ReturnCode; 3 message string; 4 device_info NodeDeviceInfo",
+    ),
+    (
+        "NodeDeviceInfo",
+        "1 node_id string; 2 chassis_sn opt int64; 3 slot_number opt uint32; 4 tray_index opt uint32",
+    ),
+    (
+        "ListNodeDeviceInfoByNodeTypeRequest",
+        "2 rack_id string; 3 node_type NodeType; 4 node_descriptor opt NodeDescriptor",
+    ),
+    (
+        "ListNodeDeviceInfoByNodeTypeResponse",
+        "2 status ReturnCode; 3 message string; 4 node_device_details rep NodeDeviceInfo; 5 stats NodeOperationStats",
+    ),
+    ("BatchGetNodeDeviceInfoRequest", "2 nodes NodeSet"),
+    (
+        "BatchGetNodeDeviceInfoResponse",
+        "2 status ReturnCode; 3 message string; 4 node_device_details rep NodeDeviceInfo; 5 stats NodeOperationStats",
+    ),
+    ("BatchGetFirmwareInventoryRequest", "2 nodes NodeSet"),
+    (
+        "BatchGetFirmwareInventoryResponse",
+        "1 response NodeBatchResponse; 2 nodes rep NodeFirmwareInventory",
+    ),
+    (
+        "NodeFirmwareInventory",
+        "1 node_id string; 2 firmware_list rep FirmwareInventoryInfo",
+    ),
+    (
+        "CompareFirmwareObjectRequest",
+        "1 config_json string; 2 firmware_type string; 3 nodes NodeSet; 4 component_filters map<int32, FirmwareObjectComponentFilter>; 5 node_descriptor_component_filters rep NodeDescriptorFirmwareObjectComponentFilter",
+    ),
+    ("FirmwareObjectComponentFilter", "1 components rep string"),
+    (
+        "NodeDescriptorFirmwareObjectComponentFilter",
+        "1 node_descriptor NodeDescriptor; 2 component_filter FirmwareObjectComponentFilter",
+    ),
+    (
+        "CompareFirmwareObjectResponse",
+        "1 response NodeBatchResponse; 2 object_id string; 3 matches_manifest bool; 4 nodes rep NodeFirmwareManifestComparison",
+    ),
+    (
+        "NodeFirmwareManifestComparison",
+        "1 node_id string; 2 matches_manifest bool; 3 components rep FirmwareManifestComponentComparison",
+    ),
+    (
+        "FirmwareManifestComponentComparison",
+        "1 component string; 2 installed_component string; 3 installed_version string; 4 proposed_version string; 5 status FirmwareComparisonStatus; 6 target string; 7 reason string; 8 sku_id string",
+    ),
+    ("GetRackFirmwareInventoryRequest", "2 rack_id string"),
+    (
+        "GetRackFirmwareInventoryResponse",
+        "2 status ReturnCode; 3 nodes rep NodeFirmwareInventory",
+    ),
+    (
+        "AddFirmwareObjectRequest",
+        "2 config_json string; 3 access_token opt string; 4 hardware_type string; 5 set_default bool",
+    ),
+    ("AddFirmwareObjectResponse", "1 object FirmwareObject"),
+    (
+        "FirmwareObject",
+        "1 id string; 2 config_json string; 3 available bool; 4 created Timestamp; 5 updated Timestamp; 6 metadata FirmwareObjectMetadata; 7 hardware_type string; 8 is_default bool",
+    ),
+    (
+        "FirmwareObjectMetadata",
+        "1 device_components rep FirmwareObjectDeviceComponents; 2 switch_system_images rep FirmwareObjectSwitchSystemImage",
+    ),
+    (
+        "FirmwareObjectDeviceComponents",
+        "1 node_type NodeType; 2 device_type string; 3 components rep FirmwareObjectComponent; 4 node_descriptor opt NodeDescriptor",
+    ),
+    (
+        "FirmwareObjectComponent",
+        "1 name string; 2 version string; 3 bundle string; 4 source_component string; 5 subcomponents rep FirmwareObjectSubcomponent; 6 artifacts rep FirmwareObjectArtifact",
+    ),
+    (
+        "FirmwareObjectSubcomponent",
+        "1 name string; 2 version string; 3 sku_id string",
+    ),
+    (
+        "FirmwareObjectArtifact",
+        "1 firmware_type string; 2 filename string; 3 target string; 4 bundle string",
+    ),
+    (
+        "FirmwareObjectSwitchSystemImage",
+        "1 software_type string; 2 version string; 3 package_name string; 4 image_filename string; 5 required bool",
+    ),
+    ("GetFirmwareObjectRequest", "2 id string"),
+    ("GetFirmwareObjectResponse", "1 object FirmwareObject"),
+    (
+        "ListFirmwareObjectsRequest",
+        "2 only_available bool; 3 hardware_type string",
+    ),
+    (
+        "ListFirmwareObjectsResponse",
+        "1 objects rep FirmwareObject",
+    ),
+    ("DeleteFirmwareObjectRequest", "2 id string"),
+    (
+        "DeleteFirmwareObjectResponse",
+        "1 response OperationResponse",
+    ),
+    ("SetDefaultFirmwareObjectRequest", "2 object_id string"),
+    (
+        "SetDefaultFirmwareObjectResponse",
+        "1 object FirmwareObject",
+    ),
+    (
+        "ApplyStoredFirmwareObjectRequest",
+        "2 rack_id string; 3 object_id string; 4 firmware_type string; 5 hardware_type string; 6 components rep string; 7 nodes NodeSet; 8 force_update bool; 9 component_filters map<int32, FirmwareObjectComponentFilter>; 10 node_descriptor_component_filters rep NodeDescriptorFirmwareObjectComponentFilter",
+    ),
+    (
+        "ApplyStoredFirmwareObjectResponse",
+        "1 response NodeBatchResponse; 2 object_id string; 3 jobs rep NodeFirmwareJobInfo",
+    ),
+    (
+        "ApplyFirmwareObjectRequest",
+        "2 rack_id string; 3 config_json string; 4 access_token opt string; 5 firmware_type string; 6 hardware_type string; 7 nodes NodeSet; 8 force_update bool; 9 component_filters map<int32, FirmwareObjectComponentFilter>; 10 node_descriptor_component_filters rep NodeDescriptorFirmwareObjectComponentFilter",
+    ),
+    (
+        "ApplyFirmwareObjectResponse",
+        "1 response NodeBatchResponse; 2 object_id string; 3 jobs rep NodeFirmwareJobInfo",
+    ),
+    (
+        "GetFirmwareObjectHistoryRequest",
+        "2 object_id string; 3 rack_ids rep string",
+    ),
+    (
+        "GetFirmwareObjectHistoryResponse",
+        "1 records rep FirmwareObjectHistoryRecord",
+    ),
+    (
+        "FirmwareObjectHistoryRecord",
+        "1 object_id string; 2 rack_id string; 3 firmware_type string; 4 applied_at Timestamp; 5 firmware_available bool; 6 hardware_type string; 7 node_ids rep string",
+    ),
+];
+
+/// Fields rackflow adds to reference `rack_manager` messages (numbers ≥
+/// 1000, listed in proto/README.md).
+const RACK_MANAGER_OUR_FIELDS: &[(&str, i32, &str)] =
+    &[("FirmwareObject", 1000, "unavailable_reason opt string")];
+
+/// A field as `rack_manager_b10_messages_are_the_references` compares it:
+/// `opt T`, `rep T`, `map<K, V>` or `T`.
+fn field_shape(set: &FileDescriptorSet, field: &prost_types::FieldDescriptorProto) -> String {
+    use prost_types::field_descriptor_proto::{Label, Type};
+    let short = |type_name: &str| type_name.rsplit('.').next().unwrap_or_default().to_string();
+    let scalar = |field: &prost_types::FieldDescriptorProto| match field.r#type() {
+        Type::String => "string".to_string(),
+        Type::Bool => "bool".to_string(),
+        Type::Int32 => "int32".to_string(),
+        Type::Int64 => "int64".to_string(),
+        Type::Uint32 => "uint32".to_string(),
+        Type::Uint64 => "uint64".to_string(),
+        Type::Bytes => "bytes".to_string(),
+        Type::Message | Type::Enum => short(field.type_name()),
+        other => format!("{other:?}"),
+    };
+    if field.label() == Label::Repeated && field.r#type() == Type::Message {
+        // A map is a repeated nested `<Name>Entry` with `map_entry` set.
+        let entry = set
+            .file
+            .iter()
+            .flat_map(|f| f.message_type.iter())
+            .flat_map(|m| m.nested_type.iter())
+            .find(|n| {
+                n.name() == short(field.type_name())
+                    && n.options.as_ref().is_some_and(|o| o.map_entry())
+            });
+        if let Some(entry) = entry {
+            return format!(
+                "map<{}, {}>",
+                scalar(&entry.field[0]),
+                scalar(&entry.field[1])
+            );
+        }
+    }
+    if field.label() == Label::Repeated {
+        format!("rep {}", scalar(field))
+    } else if field.proto3_optional() {
+        format!("opt {}", scalar(field))
+    } else {
+        scalar(field)
+    }
+}
+
+#[test]
+fn rack_manager_b10_messages_are_the_references() {
+    let set = descriptor_set();
+    for (name, fields) in RACK_MANAGER_B10_MESSAGES {
+        let message = set
+            .file
+            .iter()
+            .filter(|f| f.package() == "rack_manager")
+            .flat_map(|f| f.message_type.iter())
+            .find(|m| m.name() == *name)
+            .unwrap_or_else(|| panic!("rack_manager.{name} is missing"));
+        let actual: BTreeMap<i32, String> = message
+            .field
+            .iter()
+            .map(|f| (f.number(), format!("{} {}", f.name(), field_shape(&set, f))))
+            .collect();
+        let ours: BTreeMap<i32, String> = RACK_MANAGER_OUR_FIELDS
+            .iter()
+            .filter(|(m, ..)| m == name)
+            .map(|(_, number, field)| (*number, (*field).to_string()))
+            .collect();
+        let (actual_ours, actual): (BTreeMap<i32, String>, BTreeMap<i32, String>) =
+            actual.into_iter().partition(|(number, _)| *number >= 1000);
+        assert_eq!(
+            actual_ours, ours,
+            "rackflow's fields of rack_manager.{name}"
+        );
+        let expected: BTreeMap<i32, String> = fields
+            .split("; ")
+            .map(|f| {
+                let (number, rest) = f.split_once(' ').expect("\"number name type\"");
+                (number.parse().expect("field number"), rest.to_string())
+            })
+            .collect();
+        assert_eq!(actual, expected, "rack_manager.{name}");
+    }
+    let comparison = set
+        .file
+        .iter()
+        .filter(|f| f.package() == "rack_manager")
+        .flat_map(|f| f.enum_type.iter())
+        .find(|e| e.name() == "FirmwareComparisonStatus")
+        .expect("FirmwareComparisonStatus");
+    let values: Vec<(i32, &str)> = comparison
+        .value
+        .iter()
+        .map(|v| (v.number(), v.name()))
+        .collect();
+    assert_eq!(
+        values,
+        [
+            (0, "FIRMWARE_COMPARISON_STATUS_UNSPECIFIED"),
+            (1, "FIRMWARE_COMPARISON_STATUS_MATCHED"),
+            (2, "FIRMWARE_COMPARISON_STATUS_MISMATCHED"),
+            (3, "FIRMWARE_COMPARISON_STATUS_MISSING"),
+            (4, "FIRMWARE_COMPARISON_STATUS_UNVERIFIED"),
+        ]
+    );
+}
 
 /// `ExecuteColdRebootRequest` as the reference numbers it (§B.10).
 const EXECUTE_COLD_REBOOT_REQUEST: &str = "1 nodes; 2 domain; 3 prestage_shutdown_floor_seconds; \

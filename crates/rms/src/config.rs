@@ -9,6 +9,7 @@
 //! listen = "127.0.0.1:8802"
 //! [workflows]
 //! firmware_dir = "firmware"
+//! catalog_dir = "catalog"
 //! max_tracked_jobs = 10000
 //! terminal_job_ttl_seconds = 86400
 //! [nodes]
@@ -36,6 +37,17 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8801";
 pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:8802";
 /// Default firmware directory, relative to the working directory.
 pub const DEFAULT_FIRMWARE_DIR: &str = "firmware";
+/// Default directory of the firmware-object catalogue file.
+pub const DEFAULT_CATALOG_DIR: &str = "catalog";
+/// Default number of nodes a multi-node read (device info, inventory,
+/// comparison) talks to at once.
+pub const DEFAULT_BATCH_READ_CONCURRENCY: usize = 16;
+/// Default number of a firmware object's artifacts fetched at once.
+pub const DEFAULT_ARTIFACT_DOWNLOAD_CONCURRENCY: usize = 4;
+/// Default bound on one artifact's download (1 h).
+pub const DEFAULT_ARTIFACT_DOWNLOAD_TIMEOUT_SECONDS: u64 = 3600;
+/// Default largest artifact accepted (8 GiB: an NVOS image is ~2 GiB).
+pub const DEFAULT_ARTIFACT_MAX_BYTES: u64 = 8 << 30;
 /// Default bound on one firmware target's update (3 h, spec §3.3).
 pub const DEFAULT_FIRMWARE_TASK_TIMEOUT_SECONDS: u64 = 3 * 3600;
 /// Default bound on one synchronous BMC call (power, inventory).
@@ -89,6 +101,17 @@ pub struct WorkflowsConfig {
     pub bmc_call_timeout_seconds: NonZeroU64,
     /// How long graceful shutdown waits for signalled jobs to end.
     pub shutdown_timeout_seconds: u64,
+    /// Directory of the firmware-object catalogue (`catalog.json`); the
+    /// objects' files live under `firmware_dir/firmware_objects/`.
+    pub catalog_dir: PathBuf,
+    /// Nodes a multi-node read talks to at once.
+    pub batch_read_concurrency: NonZeroUsize,
+    /// Artifacts of one firmware object fetched at once.
+    pub artifact_download_concurrency: NonZeroUsize,
+    /// Bound on one artifact's download.
+    pub artifact_download_timeout_seconds: NonZeroU64,
+    /// Largest artifact accepted, in bytes.
+    pub artifact_max_bytes: NonZeroU64,
 }
 
 /// `[nodes]`: which back end talks to the BMCs.
@@ -145,6 +168,11 @@ impl Default for WorkflowsConfig {
             firmware_task_timeout_seconds: non_zero(DEFAULT_FIRMWARE_TASK_TIMEOUT_SECONDS),
             bmc_call_timeout_seconds: non_zero(DEFAULT_BMC_CALL_TIMEOUT_SECONDS),
             shutdown_timeout_seconds: DEFAULT_SHUTDOWN_TIMEOUT_SECONDS,
+            catalog_dir: PathBuf::from(DEFAULT_CATALOG_DIR),
+            batch_read_concurrency: non_zero_usize(DEFAULT_BATCH_READ_CONCURRENCY),
+            artifact_download_concurrency: non_zero_usize(DEFAULT_ARTIFACT_DOWNLOAD_CONCURRENCY),
+            artifact_download_timeout_seconds: non_zero(DEFAULT_ARTIFACT_DOWNLOAD_TIMEOUT_SECONDS),
+            artifact_max_bytes: non_zero(DEFAULT_ARTIFACT_MAX_BYTES),
         }
     }
 }
@@ -179,6 +207,19 @@ impl WorkflowsConfig {
     pub fn shutdown_timeout(&self) -> Duration {
         Duration::from_secs(self.shutdown_timeout_seconds)
     }
+
+    /// Where the firmware-object catalogue lives and how it downloads.
+    pub fn catalog_settings(&self) -> crate::catalog::CatalogSettings {
+        crate::catalog::CatalogSettings {
+            catalog_dir: self.catalog_dir.clone(),
+            firmware_dir: self.firmware_dir.clone(),
+            limits: crate::catalog::DownloadLimits {
+                concurrency: self.artifact_download_concurrency.get(),
+                timeout: Duration::from_secs(self.artifact_download_timeout_seconds.get()),
+                max_bytes: self.artifact_max_bytes.get(),
+            },
+        }
+    }
 }
 
 fn parse_addr(addr: &str) -> SocketAddr {
@@ -188,6 +229,10 @@ fn parse_addr(addr: &str) -> SocketAddr {
 
 fn non_zero(value: u64) -> NonZeroU64 {
     NonZeroU64::new(value).unwrap_or(NonZeroU64::MIN)
+}
+
+fn non_zero_usize(value: usize) -> NonZeroUsize {
+    NonZeroUsize::new(value).unwrap_or(NonZeroUsize::MIN)
 }
 
 /// A configuration file that could not be used.

@@ -6,6 +6,7 @@
 //!   draining, parent/child batch aggregation, TTL retention with a reaper,
 //!   and cleanup plans.
 //! - [`backend`]: the node back-end trait and the `sim` back end.
+//! - [`catalog`]: the firmware-object catalogue and its artifact store.
 //! - [`service`]: the `RackManager` gRPC handlers; [`server`]: startup and
 //!   shutdown; [`config`]: the TOML file; [`metrics`]: `/metrics`.
 
@@ -13,6 +14,7 @@ pub mod job;
 pub mod redfish;
 
 pub mod backend;
+pub mod catalog;
 pub mod config;
 pub mod metrics;
 pub mod server;

@@ -37,6 +37,9 @@ pub enum ServerError {
     /// `[tls]` / `[authorization]` that cannot be served.
     #[error(transparent)]
     Security(#[from] rackflow_security::SecurityError),
+    /// The firmware-object catalogue cannot be opened.
+    #[error(transparent)]
+    Catalog(#[from] crate::catalog::CatalogError),
     /// The compiled descriptors do not load (a build defect, never input).
     #[error("gRPC reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
@@ -117,8 +120,10 @@ pub async fn serve_on(
     // Passwords travel only over TLS, unless the operator allowed plaintext.
     let credentials_allowed =
         edge.transport != rackflow_security::tls::Transport::Plaintext || config.tls.allow_insecure;
+    let catalog = crate::catalog::Catalog::open(config.workflows.catalog_settings()).await?;
     let service = RackManagerService::new(Arc::clone(&tracker), backend.clone(), config.workflows)
-        .accept_credentials(credentials_allowed);
+        .accept_credentials(credentials_allowed)
+        .with_catalog(Arc::clone(&catalog));
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     set_health(&health_reporter, true).await;
     let mut reflection = tonic_reflection::server::Builder::configure()
@@ -158,6 +163,7 @@ pub async fn serve_on(
         }
     };
     set_health(&health_reporter, false).await;
+    catalog.shutdown();
     let signalled = tracker.shutdown_and_await_terminal(shutdown_timeout).await;
     tracing::info!(signalled, "rack manager drained jobs");
     reaper_stop.cancel();

@@ -42,7 +42,7 @@ async fn version_and_out_of_scope_rpcs() {
         .version;
     assert!(version.starts_with("rackflow-rms "), "{version}");
 
-    // An RPC of the reference outside decision M1 answers UNIMPLEMENTED.
+    // An RPC of the reference not served yet answers UNIMPLEMENTED.
     let channel = tonic::transport::Channel::from_shared(format!("http://{}", rms.addr))
         .unwrap()
         .connect()
@@ -52,7 +52,7 @@ async fn version_and_out_of_scope_rpcs() {
     grpc.ready().await.unwrap();
     let codec = tonic_prost::ProstCodec::<pb::GetVersionRequest, pb::GetVersionResponse>::default();
     let path = tonic::codegen::http::uri::PathAndQuery::from_static(
-        "/rack_manager.RackManager/UpdateNode",
+        "/rack_manager.RackManager/ListSwitchFirmware",
     );
     let err = grpc
         .unary(tonic::Request::new(pb::GetVersionRequest {}), path, codec)

@@ -172,6 +172,57 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
         "/rack_manager.RackManager/ExecuteColdReboot",
         Role::Operator,
     ),
+    // Node registration changes and reads.
+    ("/rack_manager.RackManager/UpdateNode", Role::Admin),
+    ("/rack_manager.RackManager/GetNodeDeviceInfo", Role::Viewer),
+    (
+        "/rack_manager.RackManager/ListNodeDeviceInfoByNodeType",
+        Role::Viewer,
+    ),
+    (
+        "/rack_manager.RackManager/BatchGetNodeDeviceInfo",
+        Role::Viewer,
+    ),
+    (
+        "/rack_manager.RackManager/GetRackFirmwareInventory",
+        Role::Viewer,
+    ),
+    (
+        "/rack_manager.RackManager/BatchGetFirmwareInventory",
+        Role::Viewer,
+    ),
+    // The firmware-object catalogue: admins curate it, operators apply
+    // it (it flashes hardware, as UpdateFirmware does).
+    ("/rack_manager.RackManager/AddFirmwareObject", Role::Admin),
+    ("/rack_manager.RackManager/GetFirmwareObject", Role::Viewer),
+    (
+        "/rack_manager.RackManager/ListFirmwareObjects",
+        Role::Viewer,
+    ),
+    (
+        "/rack_manager.RackManager/DeleteFirmwareObject",
+        Role::Admin,
+    ),
+    (
+        "/rack_manager.RackManager/SetDefaultFirmwareObject",
+        Role::Admin,
+    ),
+    (
+        "/rack_manager.RackManager/GetFirmwareObjectHistory",
+        Role::Viewer,
+    ),
+    (
+        "/rack_manager.RackManager/ApplyStoredFirmwareObject",
+        Role::Operator,
+    ),
+    (
+        "/rack_manager.RackManager/ApplyFirmwareObject",
+        Role::Operator,
+    ),
+    (
+        "/rack_manager.RackManager/CompareFirmwareObject",
+        Role::Viewer,
+    ),
     // rackflow's own rack-manager RPCs: reading BMC leak detectors.
     (
         "/rackflow.rms.v1.RackManagerExtensions/ListLeakDetectors",

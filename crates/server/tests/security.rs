@@ -54,7 +54,8 @@ fn rpcs(services: &[&str]) -> Vec<String> {
 
 /// The role each RPC needs, written independently of the server's table:
 /// reads are `viewer`'s, rules / inventory writes / fault injection / node
-/// registration / key rotation `admin`'s, everything else (tasks, runs, controls,
+/// registration / the firmware-object catalogue / key rotation `admin`'s,
+/// everything else (tasks, runs, controls,
 /// schedules, power and firmware) `operator`'s.
 fn expected_role(path: &str) -> Role {
     let (service, method) = path[1..].split_once('/').expect("path");
@@ -80,6 +81,10 @@ fn expected_role(path: &str) -> Role {
         "DisassociateRuleFromRack",
         "CreateNodes",
         "DeleteNode",
+        "UpdateNode",
+        "AddFirmwareObject",
+        "DeleteFirmwareObject",
+        "SetDefaultFirmwareObject",
         "RotateSecrets",
         "CreateEventRule",
         "UpdateEventRule",
@@ -92,7 +97,7 @@ fn expected_role(path: &str) -> Role {
     if service == "rackflow.sim.v1.SimAdmin" || ADMIN_RPCS.contains(&method) {
         Role::Admin
     } else if [
-        "Get", "List", "Check", "Watch", "Preview", "BatchGet", "Server", "Validate",
+        "Get", "List", "Check", "Watch", "Preview", "BatchGet", "Server", "Validate", "Compare",
     ]
     .iter()
     .any(|p| method.starts_with(p))

@@ -18,6 +18,8 @@
 //!   with a deadline and a panic naming what it waited for; and the one
 //!   bounded retry, for what publishes no event.
 //! - [`grpc`]: gRPC health and reflection as a test reads them.
+//! - [`artifacts`]: an HTTP artifact server (what firmware objects' manifests
+//!   point at) on a free loopback port.
 //! - [`rms`]: a rack manager on a free port with a client (its job waits
 //!   are bounded retries: the rack manager publishes no job events).
 //! - [`pg_instance`]: a private PostgreSQL server a test may stop and
@@ -29,6 +31,7 @@
 //! - [`temporal`]: a Temporal development server a test may stop and start
 //!   again ([`temporal::TemporalDevServer`]).
 
+pub mod artifacts;
 pub mod changes;
 pub mod db;
 pub mod flow;

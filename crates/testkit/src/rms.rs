@@ -34,6 +34,8 @@ pub struct TestRms {
     pub addr: SocketAddr,
     pub metrics_addr: SocketAddr,
     pub firmware_dir: PathBuf,
+    /// Where the firmware-object catalogue is kept.
+    pub catalog_dir: PathBuf,
     shutdown: CancellationToken,
     handle: Option<tokio::task::JoinHandle<()>>,
 }
@@ -100,6 +102,7 @@ impl TestRms {
         }
         let mut config = RmsConfig::default();
         config.workflows.firmware_dir = firmware_dir.clone();
+        config.workflows.catalog_dir = firmware_dir.join(".catalog");
         config.workflows.shutdown_timeout_seconds = 1;
         config.shutdown_grace_seconds = 1;
         config.nodes.sim = fast_sim();
@@ -108,6 +111,7 @@ impl TestRms {
         // operator would have to (a test of the refusal turns it off).
         config.tls.allow_insecure = true;
         adjust(&mut config);
+        let catalog_dir = config.workflows.catalog_dir.clone();
         let (sim, node_backend): (Option<Arc<SimBackend>>, Arc<dyn NodeBackend>) = match backend {
             Some(build) => (None, build(&config)),
             None => {
@@ -141,6 +145,7 @@ impl TestRms {
             addr,
             metrics_addr,
             firmware_dir,
+            catalog_dir,
             shutdown,
             handle: Some(handle),
         }

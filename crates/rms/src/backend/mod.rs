@@ -21,7 +21,7 @@ use std::fmt;
 use async_trait::async_trait;
 
 use crate::job::JobError;
-pub use crate::redfish::{DetectorState, LeakDetector};
+pub use crate::redfish::{DetectorState, DeviceInfo, LeakDetector};
 
 /// A power action a back end carries out (the reference's `PowerOperation`
 /// without `UNSPECIFIED`, and Redfish `ResetType`'s vocabulary).
@@ -309,6 +309,10 @@ pub trait NodeBackend: Send + Sync + fmt::Debug {
         image: &FirmwareImage,
         progress: ProgressSink<'_>,
     ) -> Result<FirmwareOutcome, BackendError>;
+
+    /// Reads the node's place in its rack: chassis serial, slot and tray
+    /// index (Redfish chassis resources).
+    async fn device_info(&self, node: &NodeTarget) -> Result<DeviceInfo, BackendError>;
 
     /// Reads the node's coolant leak detectors (Redfish `LeakDetection`
     /// under each chassis' `ThermalSubsystem`); `None` when the BMC exposes

@@ -41,8 +41,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BackendError, BmcEndpoint, FirmwareComponent, FirmwareImage, FirmwareOutcome, FirmwareProgress,
-    LeakDetector, NodeBackend, NodeTarget, PowerAction, PowerState, ProgressSink,
+    BackendError, BmcEndpoint, DeviceInfo, FirmwareComponent, FirmwareImage, FirmwareOutcome,
+    FirmwareProgress, LeakDetector, NodeBackend, NodeTarget, PowerAction, PowerState, ProgressSink,
 };
 use crate::redfish::{
     self, Credentials, RedfishClient, RedfishConfig, RedfishError, RedfishNode, ResetType,
@@ -431,6 +431,10 @@ impl NodeBackend for RedfishBackend {
             .await
             .map_err(backend_error)?;
         Ok(inventory.into_iter().map(component_of).collect())
+    }
+
+    async fn device_info(&self, node: &NodeTarget) -> Result<DeviceInfo, BackendError> {
+        self.node(node)?.device_info().await.map_err(backend_error)
     }
 
     async fn leak_detectors(

@@ -31,6 +31,10 @@
 //!   of the rack is powered on again. A shelf's own BMC stays reachable (it
 //!   runs on standby power). This is what the rack manager's cold reboot
 //!   observes between its shelf-off and shelf-on stages.
+//! * Device info: the rack's chassis serial is `1821220000000` plus a hash
+//!   of the rack id below one million (every tray of a rack shares it); a
+//!   node's tray index is the number its id ends with (`compute-07` → 7,
+//!   none without digits) and its slot that index plus one.
 //! * Leak detectors: every compute and switch tray has one (`ColdPlate` in
 //!   chassis `Tray`), dry until [`SimBackend::set_leak`] (or the config's
 //!   `leaking_nodes`) wets it; power shelves and untyped nodes expose none.
@@ -47,7 +51,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BackendError, DetectorState, FirmwareComponent, FirmwareImage, FirmwareOutcome,
+    BackendError, DetectorState, DeviceInfo, FirmwareComponent, FirmwareImage, FirmwareOutcome,
     FirmwareProgress, LeakDetector, NodeBackend, NodeKind, NodeTarget, PowerAction, PowerState,
     ProgressSink,
 };
@@ -501,6 +505,20 @@ impl NodeBackend for SimBackend {
             .unwrap_or_default())
     }
 
+    async fn device_info(&self, node: &NodeTarget) -> Result<DeviceInfo, BackendError> {
+        let call = self.begin(
+            node,
+            "device_info",
+            SimOperation::Inventory,
+            String::new(),
+            self.config.read_latency_ms,
+        );
+        if let Some(error) = simulate(&call, node, "device_info").await {
+            return Err(error);
+        }
+        Ok(sim_device_info(&node.rack_id, &node.node_id))
+    }
+
     async fn leak_detectors(
         &self,
         node: &NodeTarget,
@@ -703,6 +721,29 @@ fn fnv(rack: &str, node: &str, counter: u64) -> u64 {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     hash
+}
+
+/// The sim's rack layout (module docs): chassis serial from the rack id,
+/// tray index from the node id's trailing number, slot = index + 1.
+pub fn sim_device_info(rack_id: &str, node_id: &str) -> DeviceInfo {
+    // FNV-1a: stable across runs and platforms (std's hasher is not).
+    let hash = rack_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let digits: String = node_id
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let tray_index = digits.parse::<u32>().ok();
+    DeviceInfo {
+        chassis_serial: i64::try_from(1_821_220_000_000 + hash % 1_000_000).ok(),
+        slot_number: tray_index.and_then(|t| t.checked_add(1)),
+        tray_index,
+    }
 }
 
 #[cfg(test)]

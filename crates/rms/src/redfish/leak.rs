@@ -88,7 +88,7 @@ impl LeakDetector {
 }
 
 /// The `@odata.id` a resource links under `key`.
-fn link<'a>(body: &'a Value, key: &str) -> Option<&'a str> {
+pub(super) fn link<'a>(body: &'a Value, key: &str) -> Option<&'a str> {
     body.get(key)?.get("@odata.id")?.as_str()
 }
 
@@ -151,7 +151,7 @@ impl RedfishNode {
     }
 
     /// A resource that may be missing: `None` on 404.
-    async fn optional(&self, uri: &str) -> Result<Option<Value>, RedfishError> {
+    pub(super) async fn optional(&self, uri: &str) -> Result<Option<Value>, RedfishError> {
         match self.client.get_json(uri).await {
             Ok(body) => Ok(Some(body)),
             Err(RedfishError::NotFound { .. }) => Ok(None),

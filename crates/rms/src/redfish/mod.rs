@@ -40,6 +40,7 @@
 mod client;
 mod config;
 mod credentials;
+mod device;
 mod error;
 mod firmware;
 mod leak;
@@ -50,6 +51,7 @@ mod types;
 pub use client::{Answer, RedfishClient};
 pub use config::RedfishConfig;
 pub use credentials::Credentials;
+pub use device::DeviceInfo;
 pub use error::{RedfishError, TransportKind, bmc_message};
 pub use firmware::{
     FirmwareImage, FirmwareUpdateOutcome, UpdateMethod, UpdateServiceInfo, UpdateStarted,

@@ -439,7 +439,7 @@ fn update_failure(label: &str, target: &ResolvedTarget, error: &BackendError) ->
 }
 
 impl RackManagerService {
-    fn worker(
+    pub(super) fn worker(
         &self,
         node: NodeTarget,
         targets: Vec<ResolvedTarget>,

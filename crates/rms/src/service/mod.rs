@@ -11,10 +11,13 @@
 
 pub mod cold_reboot;
 mod firmware;
+mod firmware_objects;
+mod inventory;
 pub mod leaks;
 pub mod nodes;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rackflow_api::rack_manager as pb;
@@ -22,7 +25,8 @@ use rackflow_api::rack_manager::rack_manager_server::{RackManager, RackManagerSe
 use tokio::task::JoinSet;
 use tonic::{Request, Response, Status};
 
-use crate::backend::{NodeBackend, NodeTarget, PowerAction, PowerState};
+use crate::backend::{FirmwareComponent, NodeBackend, NodeTarget, PowerAction, PowerState};
+use crate::catalog::Catalog;
 use crate::config::WorkflowsConfig;
 use crate::job::{JobError, JobInfo, JobState, JobTracker};
 pub use firmware::{PACKAGE_DERIVED, ResolvedTarget, firmware_failure, resolve_targets};
@@ -41,6 +45,12 @@ pub struct RackManagerService {
     /// BMC credentials may arrive on this connection: TLS, or plaintext
     /// the operator allowed (`tls.allow_insecure`).
     credentials_allowed: bool,
+    /// The firmware-object catalogue (`None`: the catalogue RPCs answer
+    /// FAILED_PRECONDITION).
+    catalog: Option<Arc<Catalog>>,
+    /// Parent jobs of firmware-object applies, by object id (a delete is
+    /// refused while one runs).
+    applies: Arc<Mutex<HashMap<String, Vec<String>>>>,
 }
 
 impl std::fmt::Debug for RackManagerService {
@@ -64,7 +74,15 @@ impl RackManagerService {
             nodes: Arc::new(NodeRegistry::default()),
             config: Arc::new(config),
             credentials_allowed: true,
+            catalog: None,
+            applies: Arc::default(),
         }
+    }
+
+    /// Serves the firmware-object RPCs from `catalog`.
+    pub fn with_catalog(mut self, catalog: Arc<Catalog>) -> Self {
+        self.catalog = Some(catalog);
+        self
     }
 
     /// Whether requests may carry BMC credentials: the server passes
@@ -142,6 +160,22 @@ impl RackManagerService {
                 self.bmc_timeout().as_secs()
             )),
         }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The wire entry of one inventoried firmware component.
+pub(crate) fn firmware_inventory_info(c: FirmwareComponent) -> pb::FirmwareInventoryInfo {
+    pb::FirmwareInventoryInfo {
+        name: c.name,
+        version: c.version,
+        updateable: c.updateable,
+        target: c.target,
+        health: c.health,
+        firmware_type: 0,
     }
 }
 
@@ -628,14 +662,7 @@ impl RackManager for RackManagerService {
                 status: pb::ReturnCode::Success as i32,
                 firmware_list: components
                     .into_iter()
-                    .map(|c| pb::FirmwareInventoryInfo {
-                        name: c.name,
-                        version: c.version,
-                        updateable: c.updateable,
-                        target: c.target,
-                        health: c.health,
-                        firmware_type: 0,
-                    })
+                    .map(firmware_inventory_info)
                     .collect(),
             })),
             Ok(Err(e)) => failure(&e.to_string()),
@@ -708,6 +735,139 @@ impl RackManager for RackManagerService {
         request: Request<pb::ExecuteColdRebootRequest>,
     ) -> Result<Response<pb::ExecuteColdRebootResponse>, Status> {
         self.execute_cold_reboot_request(request.into_inner())
+            .map(Response::new)
+    }
+
+    async fn update_node(
+        &self,
+        request: Request<pb::UpdateNodeRequest>,
+    ) -> Result<Response<pb::UpdateNodeResponse>, Status> {
+        self.update_node(request.into_inner()).map(Response::new)
+    }
+
+    async fn get_node_device_info(
+        &self,
+        request: Request<pb::GetNodeDeviceInfoRequest>,
+    ) -> Result<Response<pb::GetNodeDeviceInfoResponse>, Status> {
+        Ok(Response::new(
+            self.get_node_device_info(request.into_inner()).await,
+        ))
+    }
+
+    async fn list_node_device_info_by_node_type(
+        &self,
+        request: Request<pb::ListNodeDeviceInfoByNodeTypeRequest>,
+    ) -> Result<Response<pb::ListNodeDeviceInfoByNodeTypeResponse>, Status> {
+        self.list_node_device_info_by_node_type(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn batch_get_node_device_info(
+        &self,
+        request: Request<pb::BatchGetNodeDeviceInfoRequest>,
+    ) -> Result<Response<pb::BatchGetNodeDeviceInfoResponse>, Status> {
+        self.batch_get_node_device_info(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn get_rack_firmware_inventory(
+        &self,
+        request: Request<pb::GetRackFirmwareInventoryRequest>,
+    ) -> Result<Response<pb::GetRackFirmwareInventoryResponse>, Status> {
+        Ok(Response::new(
+            self.get_rack_firmware_inventory(request.into_inner()).await,
+        ))
+    }
+
+    async fn batch_get_firmware_inventory(
+        &self,
+        request: Request<pb::BatchGetFirmwareInventoryRequest>,
+    ) -> Result<Response<pb::BatchGetFirmwareInventoryResponse>, Status> {
+        self.batch_get_firmware_inventory(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn compare_firmware_object(
+        &self,
+        request: Request<pb::CompareFirmwareObjectRequest>,
+    ) -> Result<Response<pb::CompareFirmwareObjectResponse>, Status> {
+        self.compare_firmware_object(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn add_firmware_object(
+        &self,
+        request: Request<pb::AddFirmwareObjectRequest>,
+    ) -> Result<Response<pb::AddFirmwareObjectResponse>, Status> {
+        self.add_firmware_object(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn get_firmware_object(
+        &self,
+        request: Request<pb::GetFirmwareObjectRequest>,
+    ) -> Result<Response<pb::GetFirmwareObjectResponse>, Status> {
+        self.get_firmware_object(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn list_firmware_objects(
+        &self,
+        request: Request<pb::ListFirmwareObjectsRequest>,
+    ) -> Result<Response<pb::ListFirmwareObjectsResponse>, Status> {
+        self.list_firmware_objects(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn delete_firmware_object(
+        &self,
+        request: Request<pb::DeleteFirmwareObjectRequest>,
+    ) -> Result<Response<pb::DeleteFirmwareObjectResponse>, Status> {
+        self.delete_firmware_object(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn set_default_firmware_object(
+        &self,
+        request: Request<pb::SetDefaultFirmwareObjectRequest>,
+    ) -> Result<Response<pb::SetDefaultFirmwareObjectResponse>, Status> {
+        self.set_default_firmware_object(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn apply_stored_firmware_object(
+        &self,
+        request: Request<pb::ApplyStoredFirmwareObjectRequest>,
+    ) -> Result<Response<pb::ApplyStoredFirmwareObjectResponse>, Status> {
+        self.apply_stored_firmware_object(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn apply_firmware_object(
+        &self,
+        request: Request<pb::ApplyFirmwareObjectRequest>,
+    ) -> Result<Response<pb::ApplyFirmwareObjectResponse>, Status> {
+        self.apply_firmware_object(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn get_firmware_object_history(
+        &self,
+        request: Request<pb::GetFirmwareObjectHistoryRequest>,
+    ) -> Result<Response<pb::GetFirmwareObjectHistoryResponse>, Status> {
+        self.get_firmware_object_history(request.into_inner())
+            .await
             .map(Response::new)
     }
 
