@@ -52,6 +52,14 @@ empty: the chassis exposes no leak detection). Each reads `DetectorState`
 OK until `POST /rackflow/leak` with `{"detector": ID, "state":
 "OK"|"Warning"|"Critical"}` sets it; `GET /rackflow/leak` lists the states.
 
+Tray topology (for the rack manager's GetNodeDeviceInfo): the first chassis
+carries NVIDIA's cable-cartridge block, `Oem.Nvidia` with
+`ChassisPhysicalSlotNumber` (RACKFLOW_SLOT_NUMBER, default 7),
+`ComputeTrayIndex` (RACKFLOW_TRAY_INDEX, default 3), `RevisionId` 2 and
+`TopologyId` 0, and `SerialNumber` RACKFLOW_CHASSIS_SERIAL (default
+1821220000000) — the field names NVIDIA's bmcweb uses; our values.
+RACKFLOW_SLOT_NUMBER= (empty) leaves the block out (a BMC without it).
+
 Run it exactly like `sushy-emulator` (same arguments), with the python of
 the sushy-tools installation:  python sushy_fw.py --fake -i 127.0.0.1 -p N
 """
@@ -388,12 +396,26 @@ def _first_chassis(identity):
     return uuid == app.chassis.chassis[0]
 
 
+CHASSIS_SERIAL = os.environ.get("RACKFLOW_CHASSIS_SERIAL", "1821220000000")
+SLOT_NUMBER = os.environ.get("RACKFLOW_SLOT_NUMBER", "7")
+TRAY_INDEX = os.environ.get("RACKFLOW_TRAY_INDEX", "3")
+
+
 def chassis_resource(identity):
     response = _original_chassis(identity)
     if flask.request.method != "GET" or response.status_code != 200:
         return response
     body = json.loads(response.get_data())
     body["ThermalSubsystem"] = {"@odata.id": _thermal_uri(identity)}
+    if _first_chassis(identity) and SLOT_NUMBER:
+        body["SerialNumber"] = CHASSIS_SERIAL
+        body.setdefault("Oem", {})["Nvidia"] = {
+            "@odata.type": "#NvidiaChassis.v1_4_0.NvidiaCBCChassis",
+            "ChassisPhysicalSlotNumber": int(SLOT_NUMBER),
+            "ComputeTrayIndex": int(TRAY_INDEX),
+            "RevisionId": 2,
+            "TopologyId": 0,
+        }
     return _json(body)
 
 

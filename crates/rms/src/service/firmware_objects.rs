@@ -205,11 +205,13 @@ impl RackManagerService {
     }
 
     /// Resolves a request's nodes: its own endpoints, else the registered
-    /// node's (module docs).
+    /// node's (module docs). Updates need credentials (as
+    /// `BatchUpdateFirmware`); a comparison only reads.
     fn apply_nodes(
         &self,
         set: Option<&pb::NodeSet>,
         rack_id: &str,
+        require_credentials: bool,
     ) -> Result<Vec<NodeRequest>, Status> {
         let nodes_in = set.map(|s| s.nodes.clone()).unwrap_or_default();
         self.admit_nodes(&nodes_in)?;
@@ -230,10 +232,10 @@ impl RackManagerService {
                             }
                             Ok(registered.target)
                         }
-                        Err(_) => nodes::target_of(&info, true),
+                        Err(_) => nodes::target_of(&info, require_credentials),
                     }
                 } else {
-                    nodes::target_of(&info, true)
+                    nodes::target_of(&info, require_credentials)
                 };
                 NodeRequest { info, target }
             })
@@ -252,7 +254,7 @@ impl RackManagerService {
                 jobs,
             })
         };
-        let nodes = self.apply_nodes(req.nodes.as_ref(), &req.rack_id)?;
+        let nodes = self.apply_nodes(req.nodes.as_ref(), &req.rack_id, true)?;
         let object = if !req.object_id.trim().is_empty() {
             catalog.get(req.object_id.trim()).await
         } else if !req.hardware_type.trim().is_empty() {
@@ -352,7 +354,7 @@ impl RackManagerService {
                 jobs,
             })
         };
-        let nodes = self.apply_nodes(req.nodes.as_ref(), &req.rack_id)?;
+        let nodes = self.apply_nodes(req.nodes.as_ref(), &req.rack_id, true)?;
         let manifest = match Manifest::parse(&req.config_json) {
             Ok(m) => m,
             Err(e) => {
@@ -530,7 +532,7 @@ impl RackManagerService {
                 nodes,
             })
         };
-        let nodes = self.apply_nodes(req.nodes.as_ref(), "")?;
+        let nodes = self.apply_nodes(req.nodes.as_ref(), "", false)?;
         let manifest = match Manifest::parse(&req.config_json) {
             Ok(m) => m,
             Err(e) => {
