@@ -439,6 +439,7 @@ const OUR_FIELDS_IN_REFERENCE_MESSAGES: &[(&str, &str, i32)] = &[
         "same_version_for_all_models",
         1001,
     ),
+    ("UpgradeFirmwareRequest", "firmware_object", 1002),
 ];
 
 /// Every reference message of `package v1` with its fields ("number name;

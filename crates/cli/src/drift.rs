@@ -131,13 +131,39 @@ pub async fn run_drift(
         .with_context(|| format!("read --bundle {}", bundle_path.display()))?;
     let bundle = FirmwareBundle::from_yaml(&text)
         .map_err(|e| anyhow::anyhow!("--bundle {}: {e}", bundle_path.display()))?;
+    report_drift(server, &bundle, output).await
+}
+
+/// `rackflow fleet drift --firmware-object ID` (issue 35): the object (or
+/// each hardware type's default) read from the rack manager, compared as a
+/// bundle: its hardware type is the rack model, the version of `[rms]
+/// version_entry` per tray type the expected one.
+pub async fn run_object_drift(
+    server: &crate::client::ServerAddress,
+    rack_manager: &crate::firmware_object::RackManagerArgs,
+    object: &str,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let (mut rms, settings) = rack_manager.client()?;
+    let resolved =
+        rackflow_engine::manager::rms_objects::fetch(&mut rms, object, &settings.version_entry)
+            .await
+            .map_err(|e| anyhow::anyhow!("--firmware-object {object}: {e}"))?;
+    report_drift(server, &resolved.bundle, output).await
+}
+
+async fn report_drift(
+    server: &crate::client::ServerAddress,
+    bundle: &FirmwareBundle,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     let mut flow = client::connect(server).await?;
     let racks: Vec<RackView> = crate::rack::all_racks(&mut flow, true)
         .await?
         .iter()
         .map(|r| RackView::from_proto(r, true))
         .collect();
-    let report = drift(&bundle, &racks);
+    let report = drift(bundle, &racks);
     match output {
         OutputFormat::Json => print_json(&report)?,
         OutputFormat::Table => {

@@ -20,6 +20,7 @@ pub mod demo;
 pub mod diagnose;
 pub mod drift;
 pub mod event_rule;
+pub mod firmware_object;
 pub mod fleet;
 pub mod leak;
 pub mod lifecycle;
@@ -203,8 +204,16 @@ pub enum FleetCommand {
     /// when never observed).
     Drift {
         /// Bundle file (YAML): `models: {"GB200 NVL72": {compute: …}, …}`.
-        #[arg(long, value_name = "FILE.yaml")]
+        #[arg(long, value_name = "FILE.yaml", conflicts_with = "firmware_object")]
         bundle: Option<PathBuf>,
+        /// A firmware object of the rack manager's catalogue instead of a
+        /// bundle file: its id, or `default` (each hardware type's default);
+        /// its hardware type is the rack model it covers, and per tray type
+        /// the version of `[rms] version_entry` (BMC) is what is expected.
+        #[arg(long, value_name = "ID")]
+        firmware_object: Option<String>,
+        #[command(flatten)]
+        rack_manager: firmware_object::RackManagerArgs,
     },
 }
 
@@ -430,9 +439,16 @@ async fn run_command(
         Command::Fleet(FleetCommand::Import { file }) => {
             fleet::run_import(server, &file, output).await
         }
-        Command::Fleet(FleetCommand::Drift { bundle }) => match bundle {
-            Some(bundle) => drift::run_drift(server, &bundle, output).await,
-            None => drift::run_validate(server, output).await,
+        Command::Fleet(FleetCommand::Drift {
+            bundle,
+            firmware_object,
+            rack_manager,
+        }) => match (bundle, firmware_object) {
+            (Some(bundle), _) => drift::run_drift(server, &bundle, output).await,
+            (None, Some(object)) => {
+                drift::run_object_drift(server, &rack_manager, &object, output).await
+            }
+            (None, None) => drift::run_validate(server, output).await,
         },
         Command::Rack(RackCommand::List {
             with_components,

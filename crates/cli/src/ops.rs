@@ -363,8 +363,13 @@ pub struct FirmwareArgs {
     /// (`models: {"GB200 NVL72": {compute: …, nvswitch: …}, …}`): each rack
     /// gets its model's versions; a rack whose model it does not cover is
     /// refused.
-    #[arg(long, value_name = "FILE.yaml")]
+    #[arg(long, value_name = "FILE.yaml", conflicts_with = "firmware_object")]
     pub bundle: Option<std::path::PathBuf>,
+    /// Apply a firmware object of the rack manager's catalogue (provider
+    /// rms): its id, or `default` for each rack model's default object.
+    /// Exclusive with --target-version and --bundle.
+    #[arg(long, value_name = "ID", conflicts_with = "target_version")]
+    pub firmware_object: Option<String>,
     /// Install --target-version on racks of every model the target spans.
     /// Without it, one version for racks of several models (or a version
     /// named for another model family, gb200-… on GB300 racks) is refused:
@@ -462,6 +467,7 @@ impl FirmwareArgs {
             override_version_check: self.override_version_check,
             firmware_bundle: self.bundle.as_deref().map(read_bundle).transpose()?,
             same_version_for_all_models: self.same_version_for_all_models,
+            firmware_object: self.firmware_object.clone().unwrap_or_default(),
         })
     }
 }

@@ -27,6 +27,10 @@ pub enum RmsCommand {
     /// Registered nodes are updated only while idle; nodes busy with a job
     /// are refused and reported.
     Sync(RmsSyncArgs),
+    /// The rack manager's firmware-object catalogue: add, list, get,
+    /// set-default, delete, history, compare.
+    #[command(subcommand)]
+    FirmwareObject(crate::firmware_object::FirmwareObjectCommand),
 }
 
 /// Flags of `rackflow rms sync`.
@@ -94,6 +98,7 @@ pub async fn run(
     match command {
         RmsCommand::Serve(args) => serve(args).await,
         RmsCommand::Sync(args) => sync(args, server, output).await,
+        RmsCommand::FirmwareObject(command) => crate::firmware_object::run(command, output).await,
     }
 }
 

@@ -216,7 +216,8 @@ impl FirmwareBundle {
     }
 }
 
-fn model_key(model: &str) -> String {
+/// How rack models compare (trimmed, case-insensitive).
+pub fn model_key(model: &str) -> String {
     model.trim().to_lowercase()
 }
 

@@ -359,6 +359,11 @@ pub struct FirmwarePayload {
     /// 31); without it one version across models is refused at submission.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub same_version_for_all_models: bool,
+    /// Firmware objects of the rack manager's catalogue (issue 35): rack
+    /// model → object id, the bundle's models. Set at submission from the
+    /// request's `firmware_object`; each rack's task keeps its model's.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub firmware_objects: std::collections::BTreeMap<String, String>,
 }
 
 impl FirmwarePayload {

@@ -1483,6 +1483,12 @@ fn with_bundle_versions(
     let mut information = information.clone();
     if let Some(firmware) = information.firmware.as_mut() {
         firmware.target_version = Some(rackflow_domain::bundle::FirmwareBundle::layered(versions));
+        // The firmware object of this rack's model, the only one its task
+        // applies.
+        let key = model.map(rackflow_domain::bundle::model_key);
+        firmware
+            .firmware_objects
+            .retain(|m, _| Some(rackflow_domain::bundle::model_key(m)) == key);
     }
     Ok(information)
 }

@@ -30,6 +30,13 @@ pub enum ApiError {
     Internal(String),
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// A firmware object a request names cannot be used (unknown, not
+    /// available, no provider with a catalogue).
+    #[error("{0}")]
+    FirmwareObject(String),
+    /// The rack manager holding the firmware objects did not answer.
+    #[error("{0}")]
+    RackManagerUnavailable(String),
 }
 
 impl ApiError {
@@ -40,6 +47,8 @@ impl ApiError {
             ApiError::CredentialsNeedKey => Code::FailedPrecondition,
             ApiError::Internal(_) => Code::Internal,
             ApiError::Engine(e) => engine_code(e),
+            ApiError::FirmwareObject(_) => Code::FailedPrecondition,
+            ApiError::RackManagerUnavailable(_) => Code::Unavailable,
         }
     }
 }

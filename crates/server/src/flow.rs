@@ -46,6 +46,9 @@ pub struct FlowService {
     pub(crate) dispatcher: Arc<Dispatcher>,
     pub(crate) schedules: Arc<ScheduleManager>,
     pub(crate) watches: Watches,
+    /// The `rms` provider's rack manager, where firmware objects are read
+    /// (`None` on the sim provider).
+    pub(crate) firmware_objects: Option<crate::rpc::firmware_objects::FirmwareObjects>,
 }
 
 impl FlowService {
@@ -278,7 +281,13 @@ impl Flow for FlowService {
         req: Request<pb::CreateOperationRunRequest>,
     ) -> Reply<pb::CreateOperationRunResponse> {
         self.audited("v1.Flow/CreateOperationRun", req, |q, _| {
-            rpc::runs::create(&self.runs, &self.dispatcher, self.secrets.keys(), q)
+            rpc::runs::create(
+                &self.runs,
+                &self.dispatcher,
+                self.secrets.keys(),
+                self.firmware_objects.as_ref(),
+                q,
+            )
         })
         .await
     }
@@ -351,7 +360,12 @@ impl Flow for FlowService {
         req: Request<pb::UpgradeFirmwareRequest>,
     ) -> Reply<pb::SubmitTaskResponse> {
         self.audited("v1.Flow/UpgradeFirmware", req, |q, _| {
-            rpc::tasks::upgrade_firmware(&self.tasks, self.secrets.keys(), q)
+            rpc::tasks::upgrade_firmware(
+                &self.tasks,
+                self.secrets.keys(),
+                self.firmware_objects.as_ref(),
+                q,
+            )
         })
         .await
     }
@@ -753,7 +767,15 @@ impl FlowExtensions for FlowService {
         &self,
         req: Request<pb::CreateOperationRunRequest>,
     ) -> Reply<pb::PreviewOperationRunResponse> {
-        reply(rpc::runs::preview(&self.runs, self.secrets.keys(), req.into_inner()).await)
+        reply(
+            rpc::runs::preview(
+                &self.runs,
+                self.secrets.keys(),
+                self.firmware_objects.as_ref(),
+                req.into_inner(),
+            )
+            .await,
+        )
     }
 
     type WatchOperationRunStream = RunStream;

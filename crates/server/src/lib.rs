@@ -279,6 +279,12 @@ pub async fn serve_with_fleet(
         dispatcher: dispatcher.clone(),
         schedules,
         watches: watches.clone(),
+        firmware_objects: rack_manager
+            .as_ref()
+            .map(|m| rpc::firmware_objects::FirmwareObjects {
+                client: m.client(),
+                version_entry: config.rms.version_entry.clone(),
+            }),
     });
     // Fault injection exists only for the simulated fleet.
     let sim_admin = matches!(config.provider, config::Provider::Sim)

@@ -377,6 +377,9 @@ fn configuration(operation_type: &str, code: &str) -> RunConfiguration {
                     .unwrap(),
                 ),
                 same_version_for_all_models: true,
+                // Round-trips with the run (issue 35).
+                firmware_objects: [("GB200 NVL72".to_string(), "GB200-NVL72_2026.11".to_string())]
+                    .into(),
             },
         },
     }
@@ -4218,6 +4221,7 @@ async fn task_submit_inserts_rejects_and_dedupes(db: &Db) {
         authentication_data: Some(EncryptedSecret("v1:ciphertext".into())),
         bundle: None,
         same_version_for_all_models: false,
+        firmware_objects: Default::default(),
     });
     first
         .components_by_type

@@ -36,6 +36,9 @@ pub struct TestRms {
     pub firmware_dir: PathBuf,
     /// Where the firmware-object catalogue is kept.
     pub catalog_dir: PathBuf,
+    /// What [`TestRms::restart`] serves again.
+    config: RmsConfig,
+    backend: Arc<dyn NodeBackend>,
     shutdown: CancellationToken,
     handle: Option<tokio::task::JoinHandle<()>>,
 }
@@ -112,6 +115,7 @@ impl TestRms {
         config.tls.allow_insecure = true;
         adjust(&mut config);
         let catalog_dir = config.workflows.catalog_dir.clone();
+        let kept = config.clone();
         let (sim, node_backend): (Option<Arc<SimBackend>>, Arc<dyn NodeBackend>) = match backend {
             Some(build) => (None, build(&config)),
             None => {
@@ -124,13 +128,8 @@ impl TestRms {
         let addr = listener.local_addr().expect("addr");
         let metrics_addr = metrics.local_addr().expect("addr");
         let shutdown = CancellationToken::new();
-        let stop = shutdown.clone();
         let tls = config.tls.cert.is_some();
-        let handle = tokio::spawn(async move {
-            rackflow_rms::server::serve_on(config, node_backend, listener, Some(metrics), stop)
-                .await
-                .expect("rack manager runs");
-        });
+        let handle = serve(&config, &node_backend, listener, metrics, shutdown.clone());
         let endpoint = Channel::from_shared(format!("http://{addr}")).expect("uri");
         // A TLS rack manager: the test connects with its own certificates.
         let channel = if tls {
@@ -146,6 +145,8 @@ impl TestRms {
             metrics_addr,
             firmware_dir,
             catalog_dir,
+            config: kept,
+            backend: node_backend,
             shutdown,
             handle: Some(handle),
         }
@@ -156,6 +157,27 @@ impl TestRms {
         self.sim
             .as_ref()
             .expect("a rack manager on the sim back end")
+    }
+
+    /// Stops the rack manager as a process stop would (its job tracker
+    /// drains) and serves again on the same addresses with the same
+    /// configuration, directories and node back end (the BMCs keep their
+    /// state): what a client sees across a rack-manager restart.
+    pub async fn restart(&mut self) {
+        self.shutdown.cancel();
+        if let Some(h) = self.handle.take() {
+            let _ = h.await;
+        }
+        let listener = bind_again(self.addr).await;
+        let metrics = bind_again(self.metrics_addr).await;
+        self.shutdown = CancellationToken::new();
+        self.handle = Some(serve(
+            &self.config,
+            &self.backend,
+            listener,
+            metrics,
+            self.shutdown.clone(),
+        ));
     }
 
     pub async fn stop(mut self) {
@@ -235,6 +257,34 @@ impl TestRms {
             body.to_owned(),
         )
     }
+}
+
+fn serve(
+    config: &RmsConfig,
+    backend: &Arc<dyn NodeBackend>,
+    listener: TcpListener,
+    metrics: TcpListener,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let config = config.clone();
+    let backend = Arc::clone(backend);
+    tokio::spawn(async move {
+        rackflow_rms::server::serve_on(config, backend, listener, Some(metrics), stop)
+            .await
+            .expect("rack manager runs");
+    })
+}
+
+/// Binds `addr` again once the previous server released it (bounded).
+async fn bind_again(addr: SocketAddr) -> TcpListener {
+    wait_until(
+        &format!("{addr} to be free again"),
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async move { TcpListener::bind(addr).await.ok() },
+        String::new,
+    )
+    .await
 }
 
 pub fn endpoint(ip: &str, port: u32, auth: Option<pb::credentials::Auth>) -> pb::Endpoint {

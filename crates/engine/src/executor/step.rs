@@ -1082,6 +1082,7 @@ impl StepRun<'_, '_> {
                 || info.override_readiness_check,
             override_version_check: payload.override_version_check,
             credentials,
+            firmware_object: payload.firmware_objects.values().next().cloned(),
         })
     }
 

@@ -16,6 +16,7 @@
 pub mod rms;
 pub mod rms_leaks;
 pub mod rms_lifecycle;
+pub mod rms_objects;
 pub mod rms_sync;
 
 /// A component manager's own inventory (`ValidateComponents`): the nodes
@@ -182,6 +183,10 @@ pub struct FirmwareRequest {
     /// The component type's firmware credential (`authentication_data`),
     /// opened for this call only; `Debug` is redacted.
     pub credentials: Option<rackflow_domain::run::SecretText>,
+    /// A firmware object of the rack manager's catalogue to apply instead
+    /// of an image named after `target_version` (issue 35); only the `rms`
+    /// provider serves it.
+    pub firmware_object: Option<String>,
 }
 
 /// A provider's job for one component's update.

@@ -521,6 +521,9 @@ impl FirmwareControl for RmsManager {
         components: &[ComponentRef],
         request: &FirmwareRequest,
     ) -> Result<(), ManagerError> {
+        if let Some(object_id) = &request.firmware_object {
+            return self.apply_object(components, request, object_id).await;
+        }
         let mut failures = Vec::new();
         let mut messages = Vec::new();
         // Image file → trays the rack manager has no such file for.
@@ -618,6 +621,99 @@ impl FirmwareControl for RmsManager {
             Ok(())
         } else {
             Err(failed("UpdateFirmware", failures, messages.join("; ")))
+        }
+    }
+}
+
+impl RmsManager {
+    /// Applies a catalogue firmware object to `components` (one rack's
+    /// trays of one type): one `ApplyStoredFirmwareObject` naming the
+    /// registered nodes, then each node's child job is polled as an
+    /// `UpdateFirmware` job would be. The rack manager records the apply in
+    /// the object's history.
+    async fn apply_object(
+        &self,
+        components: &[ComponentRef],
+        request: &FirmwareRequest,
+        object_id: &str,
+    ) -> Result<(), ManagerError> {
+        let Some(rack) = components.first().map(|c| c.rack.clone()) else {
+            return Ok(());
+        };
+        let nodes = components
+            .iter()
+            .map(|c| pb::NodeInfo {
+                node_id: c.external_id.clone(),
+                rack_id: c.rack.clone(),
+                ..Default::default()
+            })
+            .collect();
+        // The deprecated global filter is the one that needs no node type:
+        // Flow's sub-targets name components of whatever trays it updates.
+        #[allow(deprecated)]
+        let apply = pb::ApplyStoredFirmwareObjectRequest {
+            rack_id: rack.clone(),
+            object_id: object_id.to_owned(),
+            nodes: Some(pb::NodeSet { nodes }),
+            force_update: request.override_version_check,
+            components: request.sub_targets.clone(),
+            ..Default::default()
+        };
+        let resp = self
+            .client
+            .clone()
+            .apply_stored_firmware_object(apply)
+            .await
+            .map_err(|status| ManagerError::Refused {
+                call: "ApplyStoredFirmwareObject".to_owned(),
+                message: status.message().to_owned(),
+            })?
+            .into_inner();
+        let response = resp.response.unwrap_or_default();
+        let mut failures = Vec::new();
+        let mut messages = Vec::new();
+        for result in &response.node_results {
+            if result.status != pb::ReturnCode::Success as i32 {
+                failures.push(result.node_id.clone());
+                messages.push(format!("{}: {}", result.node_id, result.error_message));
+            }
+        }
+        for job in &resp.jobs {
+            let Some(component) = components.iter().find(|c| c.external_id == job.node_id) else {
+                continue;
+            };
+            tracing::info!(
+                component = %component.external_id,
+                rack = %component.rack,
+                job_id = %job.job_id,
+                object_id,
+                "rack manager firmware object job started"
+            );
+            lock(&self.jobs).insert(
+                key(component),
+                TrackedJob {
+                    job_id: job.job_id.clone(),
+                    state: FirmwareState::Queued,
+                    error: None,
+                },
+            );
+            self.spawn_poller(key(component), job.job_id.clone());
+        }
+        if resp.jobs.is_empty() && failures.is_empty() {
+            // Refused as a whole (unknown or unavailable object, …).
+            return Err(ManagerError::Refused {
+                call: "ApplyStoredFirmwareObject".to_owned(),
+                message: response.message,
+            });
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failed(
+                "ApplyStoredFirmwareObject",
+                failures,
+                messages.join("; "),
+            ))
         }
     }
 }

@@ -590,6 +590,15 @@ impl FirmwareControl for SimFleet {
         if components.is_empty() {
             return Ok(());
         }
+        if let Some(object) = &request.firmware_object {
+            // Never apply "its version" and call the object applied.
+            return Err(ManagerError::Refused {
+                call: "firmware_start".to_owned(),
+                message: format!(
+                    "firmware object {object} lives in a rack manager's catalogue;                      the sim provider has none (use provider = \"rms\")"
+                ),
+            });
+        }
         // No version (or "latest"): the newest image this manager has, as
         // the concrete version it is — what the read-back then reports.
         let requested = request.target_version.trim();

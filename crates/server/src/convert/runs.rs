@@ -68,6 +68,7 @@ fn operation_template(op: Option<&pb::OperationRunOperation>) -> Checked<Operati
     let Some(pb::operation_run_operation::Operation::UpgradeFirmware(fw)) = &op.operation else {
         return invalid("operation is required");
     };
+    super::tasks::unresolved_firmware_object(fw)?;
     let target_scope = target_scope(op.target_scope.as_ref())?;
     let rule_id = match &fw.rule_id {
         Some(u) if !u.id.trim().is_empty() => {
@@ -139,6 +140,7 @@ fn operation_template(op: Option<&pb::OperationRunOperation>) -> Checked<Operati
             override_version_check: fw.override_version_check,
             authentication_data: None,
             same_version_for_all_models: fw.same_version_for_all_models,
+            firmware_objects: std::collections::BTreeMap::new(),
         },
     })
 }
@@ -889,6 +891,19 @@ pub fn configuration(config: &RunConfiguration) -> pb::OperationRunConfiguration
             .as_ref()
             .map(super::tasks::pb_firmware_bundle),
         same_version_for_all_models: t.payload.same_version_for_all_models,
+        // The object the run applies: its id, or `default` when it applies
+        // several hardware types' defaults.
+        firmware_object: match t.payload.firmware_objects.len() {
+            0 => String::new(),
+            1 => t
+                .payload
+                .firmware_objects
+                .values()
+                .next()
+                .cloned()
+                .unwrap_or_default(),
+            _ => rackflow_engine::manager::rms_objects::DEFAULT_OBJECT.to_owned(),
+        },
     };
     let filter = t
         .target_scope

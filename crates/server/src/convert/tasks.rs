@@ -213,6 +213,7 @@ pub fn ac_power_cycle(req: &pb::AcPowerCycleRackRequest) -> Checked<SubmitReques
 }
 
 pub fn upgrade_firmware(req: &pb::UpgradeFirmwareRequest) -> Checked<SubmitRequest> {
+    unresolved_firmware_object(req)?;
     let start = req.start_time.as_ref().map_or(0, |t| t.seconds);
     let end = req.end_time.as_ref().map_or(0, |t| t.seconds);
     if start != 0 && end != 0 && end < start {
@@ -230,6 +231,7 @@ pub fn upgrade_firmware(req: &pb::UpgradeFirmwareRequest) -> Checked<SubmitReque
         override_version_check: req.override_version_check,
         authentication_data: None,
         same_version_for_all_models: req.same_version_for_all_models,
+        firmware_objects: std::collections::BTreeMap::new(),
     };
     request(
         TaskType::FirmwareControl,
@@ -237,6 +239,20 @@ pub fn upgrade_firmware(req: &pb::UpgradeFirmwareRequest) -> Checked<SubmitReque
         common!(req),
         Some(payload),
     )
+}
+
+/// A `firmware_object` the handler did not resolve (`rpc::firmware_objects`
+/// clears it): only `UpgradeFirmware` and operation runs resolve one; a
+/// schedule stores its request and cannot name one yet.
+pub fn unresolved_firmware_object(req: &pb::UpgradeFirmwareRequest) -> Checked<()> {
+    if req.firmware_object.trim().is_empty() {
+        return Ok(());
+    }
+    invalid(format!(
+        "firmware_object {:?} cannot be used here: only UpgradeFirmware and operation runs \
+         apply firmware objects (a schedule names a target_version or a firmware_bundle)",
+        req.firmware_object.trim()
+    ))
 }
 
 /// The request's firmware bundle (issue 12), validated; `None` when it

@@ -7,6 +7,7 @@
 
 pub(crate) mod audit;
 pub(crate) mod event_rules;
+pub(crate) mod firmware_objects;
 pub(crate) mod inventory;
 pub(crate) mod leaks;
 pub(crate) mod rules;

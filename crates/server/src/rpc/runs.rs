@@ -44,11 +44,14 @@ pub(crate) async fn create(
     runs: &RunManager,
     dispatcher: &Dispatcher,
     keys: Option<&DataKeys>,
-    req: pb::CreateOperationRunRequest,
+    objects: Option<&super::firmware_objects::FirmwareObjects>,
+    mut req: pb::CreateOperationRunRequest,
 ) -> ApiResult<pb::CreateOperationRunResponse> {
     let sealed = sealed_authentication_data(keys, &req)?;
+    let firmware_objects = resolve_run_objects(objects, &mut req).await?;
     let mut run = convert::new_run(&req, &mut RandomSeeds)?;
     run.configuration.operation.payload.authentication_data = sealed;
+    run.configuration.operation.payload.firmware_objects = firmware_objects;
     let id = runs.create(&run).await?;
     dispatcher.wake_run(id);
     Ok(pb::CreateOperationRunResponse {
@@ -56,14 +59,37 @@ pub(crate) async fn create(
     })
 }
 
+/// The firmware objects a run's firmware upgrade names, resolved in place
+/// (`rpc::firmware_objects`).
+async fn resolve_run_objects(
+    objects: Option<&super::firmware_objects::FirmwareObjects>,
+    req: &mut pb::CreateOperationRunRequest,
+) -> ApiResult<std::collections::BTreeMap<String, String>> {
+    let firmware = req
+        .configuration
+        .as_mut()
+        .and_then(|c| c.operation.as_mut())
+        .and_then(|op| op.operation.as_mut())
+        .map(|op| match op {
+            pb::operation_run_operation::Operation::UpgradeFirmware(fw) => fw,
+        });
+    match firmware {
+        Some(fw) => super::firmware_objects::resolve(objects, fw).await,
+        None => Ok(std::collections::BTreeMap::new()),
+    }
+}
+
 pub(crate) async fn preview(
     runs: &RunManager,
     keys: Option<&DataKeys>,
-    req: pb::CreateOperationRunRequest,
+    objects: Option<&super::firmware_objects::FirmwareObjects>,
+    mut req: pb::CreateOperationRunRequest,
 ) -> ApiResult<pb::PreviewOperationRunResponse> {
     // Checked as a create would be; nothing is stored.
     sealed_authentication_data(keys, &req)?;
-    let run = convert::new_run(&req, &mut RandomSeeds)?;
+    let firmware_objects = resolve_run_objects(objects, &mut req).await?;
+    let mut run = convert::new_run(&req, &mut RandomSeeds)?;
+    run.configuration.operation.payload.firmware_objects = firmware_objects;
     let preview = runs.preview(&run).await?;
     let targets = preview
         .plan

@@ -29,12 +29,15 @@ async fn submit(
 pub(crate) async fn upgrade_firmware(
     tasks: &Arc<TaskManager>,
     keys: Option<&DataKeys>,
-    req: pb::UpgradeFirmwareRequest,
+    objects: Option<&super::firmware_objects::FirmwareObjects>,
+    mut req: pb::UpgradeFirmwareRequest,
 ) -> ApiResult<pb::SubmitTaskResponse> {
     let sealed = seal_authentication_data(keys, req.authentication_data.as_ref())?;
+    let firmware_objects = super::firmware_objects::resolve(objects, &mut req).await?;
     let mut submit_request = convert::upgrade_firmware(&req)?;
     if let Some(firmware) = submit_request.information.firmware.as_mut() {
         firmware.authentication_data = sealed;
+        firmware.firmware_objects = firmware_objects;
     }
     submit(tasks, submit_request).await
 }
