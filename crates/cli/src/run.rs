@@ -78,8 +78,12 @@ pub struct CreateArgs {
     pub target_version: Option<String>,
     /// Versions per rack model and component type from a YAML bundle file
     /// (see `firmware upgrade --bundle`).
-    #[arg(long, value_name = "FILE.yaml")]
+    #[arg(long, value_name = "FILE.yaml", conflicts_with = "firmware_object")]
     pub bundle: Option<std::path::PathBuf>,
+    /// Apply a firmware object of the rack manager's catalogue (provider
+    /// rms): its id, or `default` for each rack model's default object.
+    #[arg(long, value_name = "ID", conflicts_with = "target_version")]
+    pub firmware_object: Option<String>,
     /// Install the target version on racks of every model the run spans
     /// (see `firmware upgrade --same-version-for-all-models`).
     #[arg(long, conflicts_with = "bundle")]
@@ -159,6 +163,7 @@ impl CreateArgs {
         set(&mut o.conflict_retry.max_retry_delay, &self.max_retry_delay);
         let op = &mut spec.operation;
         set(&mut op.target_version, &self.target_version);
+        set(&mut op.firmware_object, &self.firmware_object);
         if self.same_version_for_all_models {
             op.same_version_for_all_models = true;
         }
@@ -498,6 +503,10 @@ fn config_fields(fields: &mut Fields, spec: &RunSpec) {
     );
     let op = &spec.operation;
     let version = match (&op.bundle, op.target_version.as_deref()) {
+        _ if op.firmware_object.is_some() => format!(
+            "firmware object {}",
+            op.firmware_object.as_deref().unwrap_or_default()
+        ),
         (Some(bundle), _) => format!("per rack model, bundle {}", bundle.describe()),
         (None, Some(version)) if op.same_version_for_all_models => {
             format!("{version} (for every rack model)")

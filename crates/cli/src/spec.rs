@@ -192,6 +192,10 @@ pub struct OperationSpec {
     /// them (`name`, `models`); exclusive with `target_version`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bundle: Option<BundleSpec>,
+    /// A firmware object of the rack manager's catalogue (its id, or
+    /// `default`), instead of `target_version` / `bundle`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware_object: Option<String>,
     /// Description of each child task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -490,6 +494,7 @@ impl RunSpec {
                                 .map(BundleSpec::to_proto)
                                 .transpose()?,
                             same_version_for_all_models: op.same_version_for_all_models,
+                            firmware_object: op.firmware_object.clone().unwrap_or_default(),
                             ..Default::default()
                         },
                     )),
@@ -549,6 +554,7 @@ impl RunSpec {
                 op.target_version = fw.target_version.clone().filter(|v| !v.is_empty());
                 op.same_version_for_all_models = fw.same_version_for_all_models;
                 op.bundle = fw.firmware_bundle.as_ref().map(BundleSpec::from_proto);
+                op.firmware_object = Some(fw.firmware_object.clone()).filter(|o| !o.is_empty());
                 op.description = Some(fw.description.clone()).filter(|d| !d.is_empty());
                 op.rule_id = fw.rule_id.as_ref().map(|u| u.id.clone());
                 match fw.target_spec.as_ref().and_then(|t| t.targets.as_ref()) {

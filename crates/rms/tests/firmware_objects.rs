@@ -157,6 +157,16 @@ async fn compare(
         .into_inner()
 }
 
+/// `node`'s BMC fails `operation` (in any rack).
+fn failing(node: &str, operation: SimOperation) -> Vec<SimNodeFault> {
+    vec![SimNodeFault {
+        node_id: node.into(),
+        rack_id: None,
+        operation,
+        effect: SimFaultEffect::Fail,
+    }]
+}
+
 fn statuses(node: &pb::NodeFirmwareManifestComparison) -> Vec<(String, i32)> {
     node.components
         .iter()
@@ -167,12 +177,7 @@ fn statuses(node: &pb::NodeFirmwareManifestComparison) -> Vec<(String, i32)> {
 #[tokio::test]
 async fn device_info_and_inventories_of_registered_and_ephemeral_nodes() {
     let rms = TestRms::start_with(|c| {
-        c.nodes.sim.faults = vec![SimNodeFault {
-            node_id: "compute-09".into(),
-            rack_id: None,
-            operation: SimOperation::Any,
-            effect: SimFaultEffect::Fail,
-        }];
+        c.nodes.sim.faults = failing("compute-09", SimOperation::Any);
     })
     .await;
     rms.register(
@@ -601,6 +606,17 @@ async fn catalogue_fetches_verifies_and_keeps_one_default_per_hardware_type() {
         );
     }
 
+    let empty = rms
+        .client
+        .clone()
+        .get_firmware_object(pb::GetFirmwareObjectRequest { id: " ".into() })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (empty.code(), empty.message()),
+        (Code::InvalidArgument, "id is required")
+    );
+
     // A missing artifact and a wrong checksum: never available, and why.
     let (missing_url, _) = server.put("gone/bmc.fwpkg", b"x");
     server.remove("gone/bmc.fwpkg");
@@ -887,12 +903,7 @@ async fn apply_a_stored_object_to_registered_nodes_then_compare_and_read_history
 #[tokio::test]
 async fn comparison_reports_missing_and_unverified_components_and_unreachable_nodes() {
     let rms = TestRms::start_with(|c| {
-        c.nodes.sim.faults = vec![SimNodeFault {
-            node_id: "compute-09".into(),
-            rack_id: None,
-            operation: SimOperation::Inventory,
-            effect: SimFaultEffect::Fail,
-        }];
+        c.nodes.sim.faults = failing("compute-09", SimOperation::Inventory);
     })
     .await;
     let json = serde_json::json!({

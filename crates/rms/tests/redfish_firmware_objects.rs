@@ -188,8 +188,10 @@ async fn device_info_inventory_apply_and_compare_against_the_emulator() {
 
     let compared = client
         .compare_firmware_object(pb::CompareFirmwareObjectRequest {
-            config_json: json,
-            nodes: Some(pb::NodeSet { nodes }),
+            config_json: json.clone(),
+            nodes: Some(pb::NodeSet {
+                nodes: nodes.clone(),
+            }),
             ..Default::default()
         })
         .await
@@ -214,6 +216,80 @@ async fn device_info_inventory_apply_and_compare_against_the_emulator() {
         ]
     );
     assert!(!compared.matches_manifest);
+
+    // An ephemeral apply of the same manifest to the other BMC (named by
+    // its registration: these emulators take no credentials, which an
+    // ephemeral node would need).
+    let ephemeral = client
+        .apply_firmware_object(pb::ApplyFirmwareObjectRequest {
+            rack_id: RACK.into(),
+            config_json: json.clone(),
+            nodes: Some(pb::NodeSet {
+                nodes: vec![pb::NodeInfo {
+                    node_id: "compute-04".into(),
+                    rack_id: RACK.into(),
+                    ..Default::default()
+                }],
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .response
+        .unwrap();
+    assert!(ok(ephemeral.status), "{ephemeral:?}");
+    let done = rackflow_testkit::rms::wait_job_terminal(
+        &mut client,
+        &ephemeral.job_id,
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        done.execution_state,
+        pb::JobExecutionState::Completed as i32,
+        "{done:?}"
+    );
+    let compared = client
+        .compare_firmware_object(pb::CompareFirmwareObjectRequest {
+            config_json: json.clone(),
+            nodes: Some(pb::NodeSet {
+                nodes: nodes.clone(),
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(compared.matches_manifest, "{compared:?}");
+
+    // UpdateNode points compute-04 at the other BMC: its device info follows.
+    let moved = client
+        .update_node(pb::UpdateNodeRequest {
+            node_id: "compute-04".into(),
+            rack_id: RACK.into(),
+            update_info: Some(pb::NodeUpdateInfo {
+                bmc_endpoint: nodes[0].bmc_endpoint.clone(),
+                host_endpoint: None,
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .response
+        .unwrap();
+    assert!(ok(moved.status), "{moved:?}");
+    let info = client
+        .get_node_device_info(pb::GetNodeDeviceInfoRequest {
+            rack_id: RACK.into(),
+            node_id: "compute-04".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(ok(info.status), "{info:?}");
+    assert_eq!(info.device_info.unwrap().slot_number, Some(7));
+
     let rack = client
         .get_rack_firmware_inventory(pb::GetRackFirmwareInventoryRequest {
             rack_id: RACK.into(),

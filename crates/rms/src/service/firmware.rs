@@ -438,6 +438,33 @@ fn update_failure(label: &str, target: &ResolvedTarget, error: &BackendError) ->
     }
 }
 
+/// The answer of a firmware batch over ephemeral nodes (`BatchUpdateFirmware`
+/// and the firmware-object applies): admitted nodes' results, then the
+/// rejected ones; the parent job's id.
+pub(super) fn ephemeral_batch_response(
+    mut results: Vec<pb::NodeOperationResult>,
+    rejected: &[crate::job::RejectedBatchTarget],
+    created: usize,
+    total: usize,
+    parent: String,
+) -> pb::NodeBatchResponse {
+    results.extend(
+        rejected
+            .iter()
+            .map(|r| batch_response::node_failed(&r.node_id, &r.error_message)),
+    );
+    let message = if created == 0 {
+        "No firmware update jobs created".to_owned()
+    } else {
+        format!(
+            "Created {created} firmware update jobs out of {total} nodes. Use GetFirmwareJobStatus with job_id to track overall batch status."
+        )
+    };
+    let mut response = batch_response::from_results(message, results, total);
+    response.job_id = parent;
+    response
+}
+
 impl RackManagerService {
     pub(super) fn worker(
         &self,
@@ -746,21 +773,7 @@ impl RackManagerService {
                 self.worker(target, resolved, req.activate, req.force_update),
             );
         }
-        results.extend(
-            rejected
-                .iter()
-                .map(|r| batch_response::node_failed(&r.node_id, &r.error_message)),
-        );
-        let created = jobs.len();
-        let message = if created == 0 {
-            "No firmware update jobs created".to_owned()
-        } else {
-            format!(
-                "Created {created} firmware update jobs out of {total} nodes. Use GetFirmwareJobStatus with job_id to track overall batch status."
-            )
-        };
-        let mut response = batch_response::from_results(message, results, total);
-        response.job_id = parent;
+        let response = ephemeral_batch_response(results, &rejected, jobs.len(), total, parent);
         Ok(respond(response, jobs))
     }
 

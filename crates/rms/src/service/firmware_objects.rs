@@ -47,6 +47,14 @@ pub(crate) fn catalog_status(error: CatalogError) -> Status {
     }
 }
 
+/// An id the request must carry (`INVALID_ARGUMENT` "{field} is required").
+fn required_id(id: &str, field: &str) -> Result<(), Status> {
+    if id.trim().is_empty() {
+        return Err(Status::invalid_argument(format!("{field} is required")));
+    }
+    Ok(())
+}
+
 /// The wire form of a stored object.
 pub(crate) fn object_proto(object: &CatalogObject) -> pb::FirmwareObject {
     let stored = &object.stored;
@@ -121,6 +129,7 @@ impl RackManagerService {
         &self,
         req: pb::GetFirmwareObjectRequest,
     ) -> Result<pb::GetFirmwareObjectResponse, Status> {
+        required_id(&req.id, "id")?;
         let object = self.catalog()?.get(&req.id).await.map_err(catalog_status)?;
         Ok(pb::GetFirmwareObjectResponse {
             object: Some(object_proto(&object)),
@@ -145,7 +154,11 @@ impl RackManagerService {
         req: pb::DeleteFirmwareObjectRequest,
     ) -> Result<pb::DeleteFirmwareObjectResponse, Status> {
         let catalog = self.catalog()?;
-        let result = catalog.delete(&req.id, |id| self.apply_in_flight(id)).await;
+        let result = if req.id.trim().is_empty() {
+            Err(CatalogError::InvalidArgument("id is required".to_owned()))
+        } else {
+            catalog.delete(&req.id, |id| self.apply_in_flight(id)).await
+        };
         let response = match result {
             Ok(()) => operation_response(true, format!("deleted firmware object {}", req.id)),
             Err(error) => {
@@ -162,6 +175,7 @@ impl RackManagerService {
         &self,
         req: pb::SetDefaultFirmwareObjectRequest,
     ) -> Result<pb::SetDefaultFirmwareObjectResponse, Status> {
+        required_id(&req.object_id, "object_id")?;
         let object = self
             .catalog()?
             .set_default(&req.object_id)
@@ -502,21 +516,13 @@ impl RackManagerService {
             results.push(batch_response::node_ok(&planned.info.node_id));
             out.push((planned.info.node_id, job, state));
         }
-        results.extend(
-            rejected
-                .iter()
-                .map(|r| batch_response::node_failed(&r.node_id, &r.error_message)),
+        let response = super::firmware::ephemeral_batch_response(
+            results,
+            &rejected,
+            jobs.len(),
+            total,
+            parent,
         );
-        let created = jobs.len();
-        let message = if created == 0 {
-            "No firmware update jobs created".to_owned()
-        } else {
-            format!(
-                "Created {created} firmware update jobs out of {total} nodes. Use GetFirmwareJobStatus with job_id to track overall batch status."
-            )
-        };
-        let mut response = batch_response::from_results(message, results, total);
-        response.job_id = parent;
         (response, jobs, out)
     }
 
