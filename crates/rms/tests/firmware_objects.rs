@@ -633,6 +633,38 @@ async fn catalogue_fetches_verifies_and_keeps_one_default_per_hardware_type() {
         reason.contains("bmc.fwpkg: GET") && reason.contains("404"),
         "{reason}"
     );
+    // An object that is not available is not applied.
+    let refused = rms
+        .client
+        .clone()
+        .apply_stored_firmware_object(pb::ApplyStoredFirmwareObjectRequest {
+            object_id: format!("{HW}_missing"),
+            nodes: registered(RACK, &["compute-01"]),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .response
+        .unwrap();
+    assert_eq!(refused.status, pb::ReturnCode::Failure as i32);
+    assert!(
+        refused
+            .message
+            .starts_with(&format!("firmware object {HW}_missing is not available: ")),
+        "{refused:?}"
+    );
+    let odd_type = rms
+        .client
+        .clone()
+        .add_firmware_object(pb::AddFirmwareObjectRequest {
+            config_json: first_json.clone(),
+            hardware_type: "GB200\nNVL72".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(odd_type.code(), Code::InvalidArgument);
     let (bad_url, _) = server.put("bad/bmc.fwpkg", b"tampered");
     let wrong_sha = "0".repeat(64);
     let bad = manifest(

@@ -21,7 +21,7 @@
 //!
 //! The object's id is `{ProductName}_{Milestones[0].Name}` (exactly one
 //! milestone). Board SKU `Type` names the device type (`Compute Node`,
-//! `Switch Tray`, `Power Shelf`); each firmware component becomes one
+//! `Switch Tray`, `Power Shelf`; other boards are skipped); each firmware component becomes one
 //! applyable component whose payload locations (`Type` absent or
 //! `Firmware`) are its artifacts, and a switch tray's `NVOS` software entry
 //! a switch system image. A location's optional `Target` (rackflow's
@@ -144,12 +144,13 @@ impl Manifest {
         for (b, board) in boards.iter().enumerate() {
             let context = format!("Milestones[0].BoardSKUs[{b}]");
             let device_type = required_string(board, "Type", &context)?;
-            let kind = device_kind(&device_type).ok_or_else(|| {
-                invalid(format!(
-                    "{context}.Type {device_type:?} is not a known device type \
-                     ({COMPUTE_DEVICE}, {SWITCH_DEVICE}, {POWER_SHELF_DEVICE})"
-                ))
-            })?;
+            let Some(kind) = device_kind(&device_type) else {
+                // A release catalogue also lists boards no node of a rack
+                // manager is (cable cartridges, …): nothing to apply there,
+                // as in the reference.
+                tracing::debug!(%context, %device_type, "board type not applied by the rack manager; skipped");
+                continue;
+            };
             let sku_id = optional_string(board, "SKUID").unwrap_or_default();
             let components = board.get("Components");
             let firmware = components
@@ -620,8 +621,8 @@ mod tests {
                 "path-safe",
             ),
             (
-                manifest(serde_json::json!([{ "Type": "Toaster" }])),
-                "not a known device type",
+                manifest(serde_json::json!([{ "Name": "no type" }])),
+                "BoardSKUs[0] must contain 'Type'",
             ),
             (
                 manifest(
@@ -664,6 +665,17 @@ mod tests {
             let error = Manifest::parse(&json).unwrap_err().0;
             assert!(error.contains(expected), "{json}: {error}");
         }
+    }
+
+    #[test]
+    fn boards_the_rack_manager_does_not_update_are_skipped() {
+        let m = Manifest::parse(&manifest(serde_json::json!([
+            { "Type": "Cable Cartridge", "Components": { "Firmware": [ { "Component": "CBC" } ] } },
+            compute_board()
+        ])))
+        .unwrap();
+        assert_eq!(m.devices.len(), 1);
+        assert_eq!(m.devices[0].kind, NodeKind::Compute);
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub const EPHEMERAL_CACHE_SUBDIR: &str = "firmware_objects_ephemeral";
 /// History records kept; the oldest are dropped beyond it.
 pub const HISTORY_CAPACITY: usize = 10_000;
 const DOCUMENT_VERSION: u32 = 1;
+/// Longest hardware type accepted (a rack model name).
+pub const MAX_HARDWARE_TYPE_LEN: usize = 256;
 
 /// Everything the catalogue refuses or fails with (mapped to gRPC codes in
 /// `crate::service`).
@@ -145,6 +147,16 @@ impl std::fmt::Debug for Catalog {
 impl Catalog {
     /// Opens (or creates) the catalogue and resumes unfinished downloads.
     pub async fn open(settings: CatalogSettings) -> Result<Arc<Catalog>, CatalogError> {
+        // Fail at startup, not at the first add, when the directory cannot
+        // be made.
+        tokio::fs::create_dir_all(&settings.catalog_dir)
+            .await
+            .map_err(|e| {
+                CatalogError::Storage(format!(
+                    "cannot create the catalogue directory {} (workflows.catalog_dir): {e}",
+                    settings.catalog_dir.display()
+                ))
+            })?;
         let path = settings.catalog_dir.join("catalog.json");
         let document = match tokio::fs::read(&path).await {
             Ok(bytes) => {
@@ -259,6 +271,13 @@ impl Catalog {
             return Err(CatalogError::InvalidArgument(
                 "hardware_type is required".to_owned(),
             ));
+        }
+        if hardware_type.len() > MAX_HARDWARE_TYPE_LEN
+            || hardware_type.chars().any(char::is_control)
+        {
+            return Err(CatalogError::InvalidArgument(format!(
+                "hardware_type must be at most {MAX_HARDWARE_TYPE_LEN} bytes of printable text"
+            )));
         }
         let artifacts: Vec<_> = manifest.artifacts().into_iter().cloned().collect();
         let now = Utc::now();
