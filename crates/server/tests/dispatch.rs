@@ -1461,16 +1461,20 @@ async fn cancel_during_submission_leaves_no_child_running(backend: Backend) {
             .collect();
         if active.is_empty() {
             // Scenario, not polling: hold a moment to see that nothing new
-            // appears (an absence is no event to wait for).
+            // appears (an absence is no event to wait for). A submission
+            // already in flight at the cancel may still land (seen once in
+            // CI under load, 6 → 8 children): it must end terminated too,
+            // so look again rather than stop at the count.
             tokio::time::sleep(Duration::from_millis(300)).await;
             let later = all_tasks(s).await;
-            assert_eq!(later.len(), tasks.len(), "no child after the cancel");
-            assert!(
-                later
+            if later.len() == tasks.len()
+                && later
                     .iter()
                     .all(|t| task_status(t) == pb::TaskStatus::Terminated)
-            );
-            break;
+            {
+                break;
+            }
+            continue;
         }
         changes
             .next(format!(
