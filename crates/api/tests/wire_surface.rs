@@ -1127,7 +1127,7 @@ fn rack_manager_extensions_are_our_own_package() {
 
 /// The reference `RackManager` RPCs rackflow's rack manager serves (wire-
 /// contract part B); each takes `<Rpc>Request` and answers `<Rpc>Response`.
-const RACK_MANAGER_SERVED: [&str; 31] = [
+const RACK_MANAGER_SERVED: [&str; 34] = [
     "CreateNodes",
     "ListNodeInventory",
     "ListRacks",
@@ -1159,13 +1159,15 @@ const RACK_MANAGER_SERVED: [&str; 31] = [
     "ApplyStoredFirmwareObject",
     "ApplyFirmwareObject",
     "GetFirmwareObjectHistory",
+    "UpdateSwitchSystemImage",
+    "ListSwitchSystemImages",
+    "GetSwitchSystemImageJobStatus",
 ];
 
 /// The reference's other `RackManager` RPCs (§B.10): not declared yet (a
 /// client gets UNIMPLEMENTED); later issues move them to the list above.
 /// Together the two lists are the reference's 52.
-const RACK_MANAGER_NOT_YET: [&str; 21] = [
-    "UpdateSwitchSystemImage",
+const RACK_MANAGER_NOT_YET: [&str; 18] = [
     "ApplySwitchSystemImage",
     "ApplyStoredSwitchSystemImage",
     "ListSwitchFirmware",
@@ -1182,8 +1184,6 @@ const RACK_MANAGER_NOT_YET: [&str; 21] = [
     "ConfigureSwitchCertificate",
     "BatchDisableSwitchMtls",
     "GetConfigureSwitchCertificateJobStatus",
-    "ListSwitchSystemImages",
-    "GetSwitchSystemImageJobStatus",
     "UpdateSwitchSystemPassword",
     "BatchCollectSwitchSpdmAttestationEvidence",
 ];

@@ -123,6 +123,9 @@ pub struct NodesConfig {
     pub sim: SimBackendConfig,
     /// Settings of the `redfish` back end (`[nodes.redfish]`).
     pub redfish: RedfishBackendConfig,
+    /// The simulated NVLink switch trays (`[nodes.switch_sim]`), driven
+    /// through their OS's API rather than their BMC.
+    pub switch_sim: crate::switch::sim::SwitchSimConfig,
 }
 
 /// The node back end.
@@ -183,6 +186,7 @@ impl Default for NodesConfig {
             backend: BackendKind::Sim,
             sim: SimBackendConfig::default(),
             redfish: RedfishBackendConfig::default(),
+            switch_sim: crate::switch::sim::SwitchSimConfig::default(),
         }
     }
 }

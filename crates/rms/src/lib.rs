@@ -19,3 +19,4 @@ pub mod config;
 pub mod metrics;
 pub mod server;
 pub mod service;
+pub mod switch;

@@ -123,7 +123,10 @@ pub async fn serve_on(
     let catalog = crate::catalog::Catalog::open(config.workflows.catalog_settings()).await?;
     let service = RackManagerService::new(Arc::clone(&tracker), backend.clone(), config.workflows)
         .accept_credentials(credentials_allowed)
-        .with_catalog(Arc::clone(&catalog));
+        .with_catalog(Arc::clone(&catalog))
+        .with_switch_backend(Arc::new(crate::switch::sim::SwitchSim::new(
+            config.nodes.switch_sim.clone(),
+        )));
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     set_health(&health_reporter, true).await;
     let mut reflection = tonic_reflection::server::Builder::configure()

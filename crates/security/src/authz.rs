@@ -223,6 +223,19 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
         "/rack_manager.RackManager/CompareFirmwareObject",
         Role::Viewer,
     ),
+    // NVLink switch system images: installing one reboots the switch.
+    (
+        "/rack_manager.RackManager/UpdateSwitchSystemImage",
+        Role::Operator,
+    ),
+    (
+        "/rack_manager.RackManager/ListSwitchSystemImages",
+        Role::Viewer,
+    ),
+    (
+        "/rack_manager.RackManager/GetSwitchSystemImageJobStatus",
+        Role::Viewer,
+    ),
     // rackflow's own rack-manager RPCs: reading BMC leak detectors.
     (
         "/rackflow.rms.v1.RackManagerExtensions/ListLeakDetectors",

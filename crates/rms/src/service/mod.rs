@@ -15,6 +15,7 @@ mod firmware_objects;
 mod inventory;
 pub mod leaks;
 pub mod nodes;
+pub mod switch_image;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -51,6 +52,8 @@ pub struct RackManagerService {
     /// Parent jobs of firmware-object applies, by object id (a delete is
     /// refused while one runs).
     applies: Arc<Mutex<HashMap<String, Vec<String>>>>,
+    /// The NVLink switch trays' back end (their OS's management API).
+    switches: Arc<dyn crate::switch::SwitchBackend>,
 }
 
 impl std::fmt::Debug for RackManagerService {
@@ -76,7 +79,16 @@ impl RackManagerService {
             credentials_allowed: true,
             catalog: None,
             applies: Arc::default(),
+            switches: Arc::new(crate::switch::sim::SwitchSim::new(
+                crate::switch::sim::SwitchSimConfig::default(),
+            )),
         }
+    }
+
+    /// Drives NVLink switch trays through `switches`.
+    pub fn with_switch_backend(mut self, switches: Arc<dyn crate::switch::SwitchBackend>) -> Self {
+        self.switches = switches;
+        self
     }
 
     /// Serves the firmware-object RPCs from `catalog`.
@@ -869,6 +881,33 @@ impl RackManager for RackManagerService {
         self.get_firmware_object_history(request.into_inner())
             .await
             .map(Response::new)
+    }
+
+    async fn update_switch_system_image(
+        &self,
+        request: Request<pb::UpdateSwitchSystemImageRequest>,
+    ) -> Result<Response<pb::UpdateSwitchSystemImageResponse>, Status> {
+        self.update_switch_system_image(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn list_switch_system_images(
+        &self,
+        request: Request<pb::ListSwitchSystemImagesRequest>,
+    ) -> Result<Response<pb::ListSwitchSystemImagesResponse>, Status> {
+        Ok(Response::new(
+            self.list_switch_system_images(request.into_inner()).await,
+        ))
+    }
+
+    async fn get_switch_system_image_job_status(
+        &self,
+        request: Request<pb::GetSwitchSystemImageJobStatusRequest>,
+    ) -> Result<Response<pb::GetSwitchSystemImageJobStatusResponse>, Status> {
+        Ok(Response::new(
+            self.get_switch_system_image_job_status(request.into_inner()),
+        ))
     }
 
     async fn get_version(

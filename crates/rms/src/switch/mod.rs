@@ -1,0 +1,105 @@
+//! Switch back ends (issue 36): the device boundary for NVLink switch trays,
+//! beside the BMC one ([`crate::backend`]). A switch tray is managed
+//! through its OS's REST API (NVUE) on its host endpoint, not through its
+//! BMC: system images (NVOS) are installed and activated there.
+//!
+//! This module owns the [`SwitchBackend`] trait, the target a call acts on
+//! ([`SwitchTarget`], credentials never in `Debug` or logs) and the one
+//! error type of the layer ([`SwitchError`]). Implementations: [`sim`]
+//! (in-process simulated switches, latencies and faults injectable).
+
+pub mod sim;
+
+use std::fmt;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::backend::{BmcCredentials, Secret};
+use crate::job::JobError;
+
+/// Where a switch's management API answers (its host endpoint).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchEndpoint {
+    pub address: String,
+    pub port: u16,
+    pub credentials: BmcCredentials,
+}
+
+/// The switch a call acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchTarget {
+    pub rack_id: String,
+    pub node_id: String,
+    /// The reference's `NodeType` number.
+    pub node_type: i32,
+    pub host: SwitchEndpoint,
+}
+
+/// The system images of a switch: what runs, what boots next, what is
+/// staged (the shape `ListSwitchSystemImages` answers in `images_json`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SystemImages {
+    /// Build running now.
+    pub current: String,
+    /// Build that boots next.
+    pub next: String,
+    /// Build per partition (`partition1`, `partition2`).
+    pub partitions: std::collections::BTreeMap<String, String>,
+    /// Image files staged on the switch.
+    pub files: Vec<String>,
+}
+
+/// Everything a switch call can fail with; messages never carry secrets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SwitchError {
+    #[error("switch unreachable: {0}")]
+    Unreachable(String),
+    #[error("switch rejected the credentials")]
+    Unauthenticated,
+    #[error("switch error: {0}")]
+    Rejected(String),
+    #[error("invalid switch response: {0}")]
+    InvalidResponse(String),
+    #[error("switch action failed: {0}")]
+    ActionFailed(String),
+    #[error("timed out: {0}")]
+    Timeout(String),
+}
+
+impl SwitchError {
+    /// The job error a failed job records.
+    pub fn job_error(&self) -> JobError {
+        match self {
+            SwitchError::Unreachable(_) | SwitchError::Rejected(_) => JobError::ClientError,
+            SwitchError::Unauthenticated => JobError::Unauthenticated,
+            SwitchError::InvalidResponse(_) => JobError::InvalidResponse,
+            SwitchError::ActionFailed(_) => JobError::Other,
+            SwitchError::Timeout(_) => JobError::Timeout,
+        }
+    }
+}
+
+/// A switch back end. Object-safe; every call gets the full target.
+#[async_trait]
+pub trait SwitchBackend: Send + Sync + fmt::Debug {
+    /// Back-end name for logs (`sim`, `nvue`).
+    fn kind(&self) -> &'static str;
+
+    /// The switch's system images.
+    async fn system_images(&self, switch: &SwitchTarget) -> Result<SystemImages, SwitchError>;
+
+    /// Stages `image` (bytes of the file named `filename`), installs it on
+    /// the standby partition, reboots into it and waits for the API to come
+    /// back; returns the build now running. `progress` gets each step.
+    async fn install_system_image(
+        &self,
+        switch: &SwitchTarget,
+        filename: &str,
+        image: &[u8],
+        progress: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<String, SwitchError>;
+}
+
+/// A password as the switch API sends it: redacted in `Debug`.
+pub type SwitchSecret = Secret;

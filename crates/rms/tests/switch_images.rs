@@ -1,0 +1,223 @@
+//! NVLink switch system images on the `sim` switch back end (issue 36):
+//! a batch update of nine switches where one does not come back, the
+//! legacy poller's state strings, the node exclusion, and the listing.
+
+// Test helpers may unwrap: the panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use rackflow_api::rack_manager as pb;
+use rackflow_rms::switch::sim::{SwitchSimFault, SwitchSimFaultEffect};
+use rackflow_testkit::rms::{TestRms, endpoint, user_pass};
+
+const RACK: &str = "rack-sw";
+
+fn switch(node: &str) -> pb::NodeInfo {
+    pb::NodeInfo {
+        node_id: node.into(),
+        rack_id: RACK.into(),
+        r#type: Some(pb::NodeType::SwitchGb200Nvidia as i32),
+        bmc_endpoint: Some(endpoint("127.0.0.1", 443, user_pass())),
+        host_endpoint: Some(endpoint("127.0.0.1", 22, user_pass())),
+        ..Default::default()
+    }
+}
+
+async fn start() -> TestRms {
+    TestRms::start_custom(
+        &[("nvos-25.02.bin", b"version=25.02.2000\n")],
+        |c| {
+            c.nodes.switch_sim.install_latency_ms = 80;
+            c.nodes.switch_sim.read_latency_ms = 1;
+            c.nodes.switch_sim.faults = vec![SwitchSimFault {
+                node_id: "switch-09".into(),
+                effect: SwitchSimFaultEffect::NoReturn,
+            }];
+        },
+        None,
+    )
+    .await
+}
+
+fn update(nodes: Vec<pb::NodeInfo>) -> pb::UpdateSwitchSystemImageRequest {
+    pb::UpdateSwitchSystemImageRequest {
+        nodes: Some(pb::NodeSet { nodes }),
+        image_filename: "nvos-25.02.bin".into(),
+        local_file_path: "nvos-25.02.bin".into(),
+        allow_onie_recovery: None,
+    }
+}
+
+async fn image_status(rms: &TestRms, job_id: &str) -> pb::GetSwitchSystemImageJobStatusResponse {
+    rms.client
+        .clone()
+        .get_switch_system_image_job_status(pb::GetSwitchSystemImageJobStatusRequest {
+            job_id: job_id.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+#[tokio::test]
+async fn a_batch_of_nine_with_one_switch_that_does_not_come_back() {
+    let rms = start().await;
+    let nodes: Vec<pb::NodeInfo> = (1..=9).map(|i| switch(&format!("switch-{i:02}"))).collect();
+    let resp = rms
+        .client
+        .clone()
+        .update_switch_system_image(update(nodes))
+        .await
+        .unwrap()
+        .into_inner();
+    let response = resp.response.unwrap();
+    assert_eq!(
+        response.status,
+        pb::ReturnCode::Success as i32,
+        "{response:?}"
+    );
+    assert_eq!(resp.jobs.len(), 9);
+    let state = image_status(&rms, &response.job_id).await.state;
+    assert!(state == "queued" || state == "running", "{state}");
+
+    let parent = rms.wait_terminal(&response.job_id).await;
+    assert_eq!(parent.execution_state, pb::JobExecutionState::Failed as i32);
+    assert_eq!(
+        parent.error_message,
+        "1 of 9 switch system image updates failed"
+    );
+    let legacy = image_status(&rms, &response.job_id).await;
+    assert_eq!(
+        (legacy.status, legacy.state.as_str()),
+        (pb::ReturnCode::Success as i32, "failed")
+    );
+    for job in &resp.jobs {
+        let child = image_status(&rms, &job.job_id).await;
+        if job.node_id == "switch-09" {
+            assert_eq!(child.state, "failed");
+            assert!(
+                child.error_message.contains("did not come back"),
+                "{child:?}"
+            );
+        } else {
+            assert_eq!(child.state, "completed", "{child:?}");
+            let result: serde_json::Value = serde_json::from_str(&child.result_json).unwrap();
+            assert_eq!(result["active_image"], "25.02.2000");
+        }
+    }
+
+    // Unknown and missing ids, in-band.
+    let unknown = image_status(&rms, "nope").await;
+    assert_eq!(
+        (unknown.status, unknown.message.as_str()),
+        (pb::ReturnCode::Failure as i32, "job nope not found")
+    );
+    let empty = image_status(&rms, " ").await;
+    assert_eq!(empty.message, "job_id is required");
+    rms.stop().await;
+}
+
+#[tokio::test]
+async fn refusals_node_exclusion_and_the_listing() {
+    let rms = start().await;
+    let mut client = rms.client.clone();
+    // A file outside the firmware directory, no nodes, a non-switch node.
+    let outside = client
+        .update_switch_system_image(pb::UpdateSwitchSystemImageRequest {
+            local_file_path: "/etc/passwd".into(),
+            ..update(vec![switch("switch-01")])
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .response
+        .unwrap();
+    assert_eq!(outside.status, pb::ReturnCode::Failure as i32);
+    assert!(
+        outside.message.contains("outside firmware directory"),
+        "{outside:?}"
+    );
+    let none = client
+        .update_switch_system_image(update(vec![]))
+        .await
+        .unwrap()
+        .into_inner()
+        .response
+        .unwrap();
+    assert_eq!(none.message, "No nodes specified in request");
+    let mut compute = switch("compute-01");
+    compute.r#type = Some(pb::NodeType::ComputeGb200Nvidia as i32);
+    let mut no_host = switch("switch-02");
+    no_host.host_endpoint = None;
+    let mixed = client
+        .update_switch_system_image(update(vec![compute, no_host, switch("switch-03")]))
+        .await
+        .unwrap()
+        .into_inner();
+    let response = mixed.response.unwrap();
+    assert_eq!(response.status, pb::ReturnCode::Failure as i32);
+    let errors: Vec<(&str, &str)> = response
+        .node_results
+        .iter()
+        .filter(|r| r.status != pb::ReturnCode::Success as i32)
+        .map(|r| (r.node_id.as_str(), r.error_message.as_str()))
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            ("compute-01", "node compute-01 is not a switch"),
+            (
+                "switch-02",
+                "host endpoint is required for switch switch-02"
+            )
+        ]
+    );
+    // switch-03 is busy now: a second update is refused for it.
+    let busy = client
+        .update_switch_system_image(update(vec![switch("switch-03")]))
+        .await
+        .unwrap()
+        .into_inner()
+        .response
+        .unwrap();
+    assert_eq!(busy.status, pb::ReturnCode::Failure as i32);
+    assert!(
+        busy.node_results[0].error_message.contains("in progress"),
+        "{busy:?}"
+    );
+    rms.wait_terminal(&response.job_id).await;
+
+    // The listing of a registered switch shows the new build running.
+    client
+        .create_nodes(pb::CreateNodesRequest {
+            nodes: Some(pb::NodeSet {
+                nodes: vec![switch("switch-03")],
+            }),
+        })
+        .await
+        .unwrap();
+    let listed = client
+        .list_switch_system_images(pb::ListSwitchSystemImagesRequest {
+            rack_id: RACK.into(),
+            node_id: "switch-03".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.status, pb::ReturnCode::Success as i32, "{listed:?}");
+    let images: serde_json::Value = serde_json::from_str(&listed.images_json).unwrap();
+    assert_eq!(images["current"], "25.02.2000");
+    assert_eq!(images["files"], serde_json::json!(["nvos-25.02.bin"]));
+    let missing = client
+        .list_switch_system_images(pb::ListSwitchSystemImagesRequest {
+            rack_id: RACK.into(),
+            node_id: "nope".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (missing.status, missing.error_message.as_str()),
+        (pb::ReturnCode::Failure as i32, "node not found")
+    );
+    rms.stop().await;
+}
