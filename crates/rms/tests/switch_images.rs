@@ -221,3 +221,184 @@ async fn refusals_node_exclusion_and_the_listing() {
     );
     rms.stop().await;
 }
+
+/// A firmware object whose switch trays get NVOS `build` (and nothing
+/// else), served by `server`: (id, manifest).
+fn nvos_object(
+    server: &rackflow_testkit::artifacts::ArtifactServer,
+    milestone: &str,
+    build: &str,
+) -> (String, String) {
+    let (url, sha) = server.put(
+        &format!("{milestone}/nvos-amd64-{build}.bin"),
+        format!("version={build}\n").as_bytes(),
+    );
+    let json = serde_json::json!({
+        "ProductName": "GB200-NVL72",
+        "Milestones": [{ "Name": milestone, "BoardSKUs": [{
+            "Type": "Switch Tray", "Name": "Switch",
+            "Components": { "Software": [{ "Component": "NVOS", "Version": build, "Type": "Prod",
+                "Locations": [{ "Location": url, "LocationType": "HTTP", "PackageName": "nvos", "SHA256": sha }] }] }
+        }] }]
+    })
+    .to_string();
+    (format!("GB200-NVL72_{milestone}"), json)
+}
+
+#[tokio::test]
+async fn switch_images_from_the_firmware_object_catalogue() {
+    let server = rackflow_testkit::artifacts::ArtifactServer::start().await;
+    let rms = start().await;
+    let mut client = rms.client.clone();
+    let (id, json) = nvos_object(&server, "sw", "25.02.3000");
+    client
+        .add_firmware_object(pb::AddFirmwareObjectRequest {
+            config_json: json.clone(),
+            access_token: None,
+            hardware_type: "GB200 NVL72".into(),
+            set_default: true,
+        })
+        .await
+        .unwrap();
+    let probe = client.clone();
+    let object = rackflow_testkit::wait::wait_until(
+        "the object to be available",
+        std::time::Duration::from_secs(20),
+        std::time::Duration::from_millis(20),
+        || {
+            let mut c = probe.clone();
+            let id = id.clone();
+            async move {
+                let o = c
+                    .get_firmware_object(pb::GetFirmwareObjectRequest { id })
+                    .await
+                    .ok()?
+                    .into_inner()
+                    .object?;
+                (o.available || o.unavailable_reason.is_some()).then_some(o)
+            }
+        },
+        String::new,
+    )
+    .await;
+    assert!(object.available, "{object:?}");
+    assert_eq!(
+        object.metadata.unwrap().switch_system_images[0].version,
+        "25.02.3000"
+    );
+
+    // Stored: the default object of the hardware type, three switches.
+    let stored = client
+        .apply_stored_switch_system_image(pb::ApplyStoredSwitchSystemImageRequest {
+            rack_id: RACK.into(),
+            hardware_type: "GB200 NVL72".into(),
+            nodes: Some(pb::NodeSet {
+                nodes: (1..=3).map(|i| switch(&format!("switch-{i:02}"))).collect(),
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let response = stored.response.unwrap();
+    assert_eq!(
+        response.status,
+        pb::ReturnCode::Success as i32,
+        "{response:?}"
+    );
+    assert_eq!(
+        (stored.object_id.as_str(), stored.image_filename.as_str()),
+        (id.as_str(), "nvos-amd64-25.02.3000.bin")
+    );
+    let parent = rms.wait_terminal(&response.job_id).await;
+    assert_eq!(
+        parent.execution_state,
+        pb::JobExecutionState::Completed as i32,
+        "{parent:?}"
+    );
+    let history = client
+        .get_firmware_object_history(pb::GetFirmwareObjectHistoryRequest {
+            object_id: id.clone(),
+            rack_ids: vec![],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .records;
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].firmware_type, "prod");
+    assert_eq!(history[0].node_ids, ["switch-01", "switch-02", "switch-03"]);
+    let dev = client
+        .apply_stored_switch_system_image(pb::ApplyStoredSwitchSystemImageRequest {
+            object_id: id.clone(),
+            software_type: "dev".into(),
+            nodes: Some(pb::NodeSet {
+                nodes: vec![switch("switch-01")],
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .response
+        .unwrap();
+    assert_eq!(
+        dev.message,
+        format!("firmware object {id} has no dev switch system image")
+    );
+
+    // Ephemeral: fetched per request, installed, its cache removed.
+    let (_, newer) = nvos_object(&server, "sw2", "25.02.4000");
+    let ephemeral = client
+        .apply_switch_system_image(pb::ApplySwitchSystemImageRequest {
+            rack_id: RACK.into(),
+            config_json: newer,
+            nodes: Some(pb::NodeSet {
+                nodes: vec![switch("switch-04")],
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let response = ephemeral.response.unwrap();
+    assert_eq!(
+        response.status,
+        pb::ReturnCode::Success as i32,
+        "{response:?}"
+    );
+    let child = rms.wait_terminal(&ephemeral.jobs[0].job_id).await;
+    let result: serde_json::Value = serde_json::from_str(&child.result_json).unwrap();
+    assert_eq!(result["active_image"], "25.02.4000");
+    let cache_root = rms.firmware_dir.join("firmware_objects_ephemeral");
+    rackflow_testkit::wait::wait_until(
+        "the ephemeral cache to be removed",
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(20),
+        || {
+            let root = cache_root.clone();
+            async move {
+                std::fs::read_dir(&root)
+                    .map_or(true, |mut d| d.next().is_none())
+                    .then_some(())
+            }
+        },
+        String::new,
+    )
+    .await;
+    let bad = client
+        .apply_switch_system_image(pb::ApplySwitchSystemImageRequest {
+            config_json: "{}".into(),
+            nodes: Some(pb::NodeSet {
+                nodes: vec![switch("switch-04")],
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .response
+        .unwrap();
+    assert!(bad.message.starts_with("invalid config_json"), "{bad:?}");
+    rms.stop().await;
+}

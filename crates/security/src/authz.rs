@@ -233,6 +233,14 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
         Role::Viewer,
     ),
     (
+        "/rack_manager.RackManager/ApplySwitchSystemImage",
+        Role::Operator,
+    ),
+    (
+        "/rack_manager.RackManager/ApplyStoredSwitchSystemImage",
+        Role::Operator,
+    ),
+    (
         "/rack_manager.RackManager/GetSwitchSystemImageJobStatus",
         Role::Viewer,
     ),

@@ -269,38 +269,13 @@ impl RackManagerService {
             })
         };
         let nodes = self.apply_nodes(req.nodes.as_ref(), &req.rack_id, true)?;
-        let object = if !req.object_id.trim().is_empty() {
-            catalog.get(req.object_id.trim()).await
-        } else if !req.hardware_type.trim().is_empty() {
-            catalog.default_for(req.hardware_type.trim()).await
-        } else {
-            Err(CatalogError::InvalidArgument(
-                "object_id or hardware_type is required".to_owned(),
-            ))
-        };
-        let object = match object {
+        let object = match stored_object(&catalog, &req.object_id, &req.hardware_type).await {
             Ok(object) => object,
-            Err(error) => {
-                tracing::warn!(object_id = %req.object_id, %error, "firmware object apply refused");
-                return respond(
-                    batch_response::failure(&error.to_string()),
-                    req.object_id,
-                    Vec::new(),
-                );
+            Err(message) => {
+                return respond(batch_response::failure(&message), req.object_id, Vec::new());
             }
         };
         let id = object.stored.id.clone();
-        if !object.stored.available {
-            let reason = object.stored.unavailable_reason.as_deref().map_or_else(
-                || " (its artifacts are still being fetched)".to_owned(),
-                |r| format!(": {r}"),
-            );
-            return respond(
-                batch_response::failure(&format!("firmware object {id} is not available{reason}")),
-                id,
-                Vec::new(),
-            );
-        }
         if nodes.is_empty() {
             return respond(
                 batch_response::failure("No nodes specified in request"),
@@ -526,6 +501,150 @@ impl RackManagerService {
         (response, jobs, out)
     }
 
+    /// `ApplyStoredSwitchSystemImage`: the object's switch system image
+    /// (from its cached files) installed on the request's switches.
+    pub(super) async fn apply_stored_switch_system_image(
+        &self,
+        req: pb::ApplyStoredSwitchSystemImageRequest,
+    ) -> Result<pb::ApplyStoredSwitchSystemImageResponse, Status> {
+        let catalog = Arc::clone(self.catalog()?);
+        let nodes_in = req
+            .nodes
+            .as_ref()
+            .map(|s| s.nodes.clone())
+            .unwrap_or_default();
+        nodes::normalize_node_set(&nodes_in)?;
+        let refused = |message: &str, object_id: String| {
+            Ok(pb::ApplyStoredSwitchSystemImageResponse {
+                response: Some(batch_response::failure(message)),
+                object_id,
+                image_filename: String::new(),
+                jobs: Vec::new(),
+            })
+        };
+        let object = match stored_object(&catalog, &req.object_id, &req.hardware_type).await {
+            Ok(object) => object,
+            Err(message) => return refused(&message, req.object_id.clone()),
+        };
+        let id = object.stored.id.clone();
+        let image = match switch_image(&object.manifest, &req.software_type) {
+            Ok(image) => image.clone(),
+            Err(message) => return refused(&message, id),
+        };
+        let file = format!("{}/{}", object.cache_prefix(), image.artifact.filename);
+        let node_ids: Vec<String> = nodes_in.iter().map(|n| n.node_id.clone()).collect();
+        let rack_id = rack_or_first(&req.rack_id, &nodes_in);
+        let (response, jobs) = self
+            .start_switch_image_batch(nodes_in, &file, &image.artifact.filename)
+            .await;
+        if !jobs.is_empty() {
+            self.track_apply(&id, &response.job_id);
+            let record = HistoryRecord {
+                object_id: id.clone(),
+                rack_id,
+                firmware_type: image.software_type.clone(),
+                applied_at: Utc::now(),
+                firmware_available: true,
+                hardware_type: object.stored.hardware_type.clone(),
+                node_ids: jobs
+                    .iter()
+                    .map(|j| j.node_id.clone())
+                    .filter(|n| node_ids.contains(n))
+                    .collect(),
+                job_id: response.job_id.clone(),
+            };
+            if let Err(error) = catalog.record_apply(record).await {
+                tracing::error!(object_id = %id, %error, "apply history not recorded");
+            }
+        }
+        Ok(pb::ApplyStoredSwitchSystemImageResponse {
+            response: Some(response),
+            object_id: id,
+            image_filename: image.artifact.filename,
+            jobs,
+        })
+    }
+
+    /// `ApplySwitchSystemImage`: an ephemeral object's switch system image,
+    /// fetched into a per-request cache (removed by a cleanup plan once
+    /// every child is terminal), then installed as `UpdateSwitchSystemImage`
+    /// would.
+    pub(super) async fn apply_switch_system_image(
+        &self,
+        req: pb::ApplySwitchSystemImageRequest,
+    ) -> Result<pb::ApplySwitchSystemImageResponse, Status> {
+        let catalog = Arc::clone(self.catalog()?);
+        let nodes_in = req
+            .nodes
+            .as_ref()
+            .map(|s| s.nodes.clone())
+            .unwrap_or_default();
+        nodes::normalize_node_set(&nodes_in)?;
+        let refused = |message: &str, object_id: String| {
+            Ok(pb::ApplySwitchSystemImageResponse {
+                response: Some(batch_response::failure(message)),
+                object_id,
+                image_filename: String::new(),
+                jobs: Vec::new(),
+            })
+        };
+        let manifest = match Manifest::parse(&req.config_json) {
+            Ok(m) => m,
+            Err(e) => return refused(&format!("invalid config_json: {e}"), String::new()),
+        };
+        let id = manifest.id.clone();
+        let image = match switch_image(&manifest, &req.software_type) {
+            Ok(image) => image.clone(),
+            Err(message) => return refused(&message, id),
+        };
+        if nodes_in.is_empty() {
+            return refused("No nodes specified in request", id);
+        }
+        let cache_name = format!("{id}-{}", uuid::Uuid::new_v4());
+        let cache_dir = self
+            .config
+            .firmware_dir
+            .join(EPHEMERAL_CACHE_SUBDIR)
+            .join(&cache_name);
+        let token = req
+            .access_token
+            .filter(|t| !t.trim().is_empty())
+            .map(Secret::new);
+        let only_image = Manifest {
+            devices: Vec::new(),
+            switch_images: vec![image.clone()],
+            ..manifest
+        };
+        if let Err(message) = catalog
+            .fetch_ephemeral(&only_image, token.as_ref(), &cache_dir)
+            .await
+        {
+            let _ = tokio::fs::remove_dir_all(&cache_dir).await;
+            return refused(&format!("switch system image unavailable: {message}"), id);
+        }
+        drop(token);
+        let file = format!(
+            "{EPHEMERAL_CACHE_SUBDIR}/{cache_name}/{}",
+            image.artifact.filename
+        );
+        let (response, jobs) = self
+            .start_switch_image_batch(nodes_in, &file, &image.artifact.filename)
+            .await;
+        // The cache goes once every child is terminal (spec §1.14); with no
+        // child, at once.
+        let child_ids: Vec<JobId> = jobs.iter().map(|j| JobId::from(j.job_id.clone())).collect();
+        drop(
+            self.tracker
+                .spawn_ephemeral_cache_cleanup(child_ids, cache_dir),
+        );
+        Ok(pb::ApplySwitchSystemImageResponse {
+            response: Some(response),
+            object_id: id,
+            image_filename: image.artifact.filename,
+            jobs,
+        })
+    }
+
     pub(super) async fn compare_firmware_object(
         &self,
         req: pb::CompareFirmwareObjectRequest,
@@ -640,12 +759,73 @@ impl RackManagerService {
     }
 }
 
+/// The stored object an apply names (by id, else the default of its
+/// hardware type), available; `Err` is the in-band reason.
+async fn stored_object(
+    catalog: &Catalog,
+    object_id: &str,
+    hardware_type: &str,
+) -> Result<CatalogObject, String> {
+    let object = if !object_id.trim().is_empty() {
+        catalog.get(object_id.trim()).await
+    } else if !hardware_type.trim().is_empty() {
+        catalog.default_for(hardware_type.trim()).await
+    } else {
+        Err(CatalogError::InvalidArgument(
+            "object_id or hardware_type is required".to_owned(),
+        ))
+    };
+    let object = object.map_err(|error| {
+        tracing::warn!(object_id, %error, "firmware object apply refused");
+        error.to_string()
+    })?;
+    if !object.stored.available {
+        let reason = object.stored.unavailable_reason.as_deref().map_or_else(
+            || " (its artifacts are still being fetched)".to_owned(),
+            |r| format!(": {r}"),
+        );
+        return Err(format!(
+            "firmware object {} is not available{reason}",
+            object.stored.id
+        ));
+    }
+    Ok(object)
+}
+
+/// The switch system image of `manifest` for `software_type` (empty:
+/// `prod`).
+fn switch_image<'m>(
+    manifest: &'m Manifest,
+    software_type: &str,
+) -> Result<&'m crate::catalog::manifest::SwitchImage, String> {
+    let wanted = channel_name(software_type);
+    manifest
+        .switch_images
+        .iter()
+        .find(|i| i.software_type == wanted)
+        .ok_or_else(|| {
+            format!(
+                "firmware object {} has no {wanted} switch system image",
+                manifest.id
+            )
+        })
+}
+
 /// One node of an apply after planning: its target and firmware plan, or
 /// the in-band reason it has none.
 struct PlannedNode<T> {
     info: pb::NodeInfo,
     target: Result<NodeTarget, String>,
     plan: Result<T, String>,
+}
+
+/// The rack of a request: its own, else its first node's.
+fn rack_or_first(requested: &str, nodes: &[pb::NodeInfo]) -> String {
+    if requested.trim().is_empty() {
+        nodes.first().map(|n| n.rack_id.clone()).unwrap_or_default()
+    } else {
+        requested.trim().to_owned()
+    }
 }
 
 /// The rack an apply is recorded under: the request's, else its first

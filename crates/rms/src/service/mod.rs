@@ -892,6 +892,24 @@ impl RackManager for RackManagerService {
             .map(Response::new)
     }
 
+    async fn apply_switch_system_image(
+        &self,
+        request: Request<pb::ApplySwitchSystemImageRequest>,
+    ) -> Result<Response<pb::ApplySwitchSystemImageResponse>, Status> {
+        self.apply_switch_system_image(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn apply_stored_switch_system_image(
+        &self,
+        request: Request<pb::ApplyStoredSwitchSystemImageRequest>,
+    ) -> Result<Response<pb::ApplyStoredSwitchSystemImageResponse>, Status> {
+        self.apply_stored_switch_system_image(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
     async fn list_switch_system_images(
         &self,
         request: Request<pb::ListSwitchSystemImagesRequest>,

@@ -108,55 +108,73 @@ impl RackManagerService {
         &self,
         req: pb::UpdateSwitchSystemImageRequest,
     ) -> Result<pb::UpdateSwitchSystemImageResponse, Status> {
-        let respond = |response: pb::NodeBatchResponse, jobs| pb::UpdateSwitchSystemImageResponse {
-            response: Some(response),
-            jobs,
-        };
         let nodes_in = req
             .nodes
             .as_ref()
             .map(|s| s.nodes.clone())
             .unwrap_or_default();
         nodes::normalize_node_set(&nodes_in)?;
-        if nodes_in.is_empty() {
-            return Ok(respond(
-                batch_response::failure("No nodes specified in request"),
-                Vec::new(),
-            ));
-        }
         let file = if req.local_file_path.trim().is_empty() {
             req.image_filename.clone()
         } else {
             req.local_file_path.clone()
         };
+        let (response, jobs) = self
+            .start_switch_image_batch(nodes_in, &file, &req.image_filename)
+            .await;
+        Ok(pb::UpdateSwitchSystemImageResponse {
+            response: Some(response),
+            jobs,
+        })
+    }
+
+    /// Admits one child per switch of `nodes_in` under a new parent and
+    /// starts their installs of `file` (resolved inside the firmware
+    /// directory), named `image_filename` on the switch (empty: the file's
+    /// name). Validation failures come back in-band with no job.
+    pub(super) async fn start_switch_image_batch(
+        &self,
+        nodes_in: Vec<pb::NodeInfo>,
+        file: &str,
+        image_filename: &str,
+    ) -> (
+        pb::NodeBatchResponse,
+        Vec<pb::SwitchSystemImageUpdateJobInfo>,
+    ) {
+        if nodes_in.is_empty() {
+            return (
+                batch_response::failure("No nodes specified in request"),
+                Vec::new(),
+            );
+        }
         let target = pb::FirmwareTarget {
             target: "nvos".to_owned(),
-            filename: file,
+            filename: file.to_owned(),
         };
         let resolved = match resolve_targets(&self.config.firmware_dir, &[target], false) {
             Ok(mut r) => r.remove(0),
-            Err(e) => return Ok(respond(batch_response::failure(&e.message), Vec::new())),
+            Err(e) => return (batch_response::failure(&e.message), Vec::new()),
         };
-        let image_filename = if req.image_filename.trim().is_empty() {
+        let image_filename = if image_filename.trim().is_empty() {
             resolved
                 .path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         } else {
-            req.image_filename.clone()
+            image_filename.to_owned()
         };
         let image = match tokio::fs::read(&resolved.path).await {
             Ok(bytes) => Arc::new(bytes),
             Err(e) => {
                 tracing::warn!(path = %resolved.path.display(), error = %e, "switch image unreadable");
-                return Ok(respond(
+                return (
                     batch_response::failure(&format!(
                         "cannot read switch image {}",
                         resolved.filename
                     )),
                     Vec::new(),
-                ));
+                );
             }
         };
         let rack_id = nodes_in
@@ -167,10 +185,10 @@ impl RackManagerService {
             .tracker
             .create_parent_job(&rack_id, JobType::SwitchSystemImageUpdate)
         else {
-            return Ok(respond(
+            return (
                 batch_response::failure("failed to create parent switch system image update job"),
                 Vec::new(),
-            ));
+            );
         };
         let total = nodes_in.len();
         let targets = nodes_in
@@ -243,7 +261,7 @@ impl RackManagerService {
         };
         let mut response = batch_response::from_results(message, results, total);
         response.job_id = parent;
-        Ok(respond(response, jobs))
+        (response, jobs)
     }
 
     /// `ListSwitchSystemImages` (a registered switch).
