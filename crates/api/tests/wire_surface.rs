@@ -1127,7 +1127,7 @@ fn rack_manager_extensions_are_our_own_package() {
 
 /// The reference `RackManager` RPCs rackflow's rack manager serves (wire-
 /// contract part B); each takes `<Rpc>Request` and answers `<Rpc>Response`.
-const RACK_MANAGER_SERVED: [&str; 36] = [
+const RACK_MANAGER_SERVED: [&str; 40] = [
     "CreateNodes",
     "ListNodeInventory",
     "ListRacks",
@@ -1164,27 +1164,27 @@ const RACK_MANAGER_SERVED: [&str; 36] = [
     "GetSwitchSystemImageJobStatus",
     "ApplySwitchSystemImage",
     "ApplyStoredSwitchSystemImage",
+    "BatchResetSwitchFactoryDefault",
+    "BatchResetSwitchSdnFactoryDefault",
+    "BatchDisableSwitchMtls",
+    "UpdateSwitchSystemPassword",
 ];
 
 /// The reference's other `RackManager` RPCs (§B.10): not declared yet (a
 /// client gets UNIMPLEMENTED); later issues move them to the list above.
 /// Together the two lists are the reference's 52.
-const RACK_MANAGER_NOT_YET: [&str; 16] = [
+const RACK_MANAGER_NOT_YET: [&str; 12] = [
     "ListSwitchFirmware",
     "PushSwitchFirmware",
-    "BatchResetSwitchFactoryDefault",
     "ConfigureScaleUpFabricManager",
     "GetScaleUpFabricStatus",
     "InspectScaleUpFabrics",
-    "BatchResetSwitchSdnFactoryDefault",
     "BatchSetScaleUpFabricState",
     "BatchGetScaleUpFabricServiceStatus",
     "GetScaleUpFabricState",
     "SetScaleUpFabricTelemetryInterfaceState",
     "ConfigureSwitchCertificate",
-    "BatchDisableSwitchMtls",
     "GetConfigureSwitchCertificateJobStatus",
-    "UpdateSwitchSystemPassword",
     "BatchCollectSwitchSpdmAttestationEvidence",
 ];
 

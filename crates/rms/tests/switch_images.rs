@@ -402,3 +402,204 @@ async fn switch_images_from_the_firmware_object_catalogue() {
     assert!(bad.message.starts_with("invalid config_json"), "{bad:?}");
     rms.stop().await;
 }
+
+fn with_password(mut node: pb::NodeInfo, password: &str) -> pb::NodeInfo {
+    if let Some(host) = node.host_endpoint.as_mut() {
+        host.credentials = Some(pb::Credentials {
+            auth: Some(pb::credentials::Auth::UserPass(pb::UsernamePassword {
+                username: "admin".into(),
+                password: password.into(),
+            })),
+        });
+    }
+    node
+}
+
+/// The parent's state and each child's (state, error, result) of a batch.
+async fn finished(
+    rms: &TestRms,
+    response: Option<pb::NodeBatchResponse>,
+) -> (pb::JobStatus, Vec<pb::JobStatus>) {
+    let response = response.unwrap();
+    assert_eq!(
+        response.status,
+        pb::ReturnCode::Success as i32,
+        "{response:?}"
+    );
+    let parent = rms.wait_terminal(&response.job_id).await;
+    let mut states = rms.job(&response.job_id, true).await;
+    states.remove(0);
+    (parent, states)
+}
+
+#[tokio::test]
+async fn password_rotation_resets_and_mtls() {
+    let rms = start().await;
+    let mut client = rms.client.clone();
+    let rotate = |node: pb::NodeInfo| pb::UpdateSwitchSystemPasswordRequest {
+        nodes: Some(pb::NodeSet { nodes: vec![node] }),
+        username: "admin".into(),
+        password: "n3w-Secret!".into(),
+    };
+    // Rotate: done, and the new password is nowhere in the job.
+    let (parent, children) = finished(
+        &rms,
+        client
+            .update_switch_system_password(rotate(switch("switch-01")))
+            .await
+            .unwrap()
+            .into_inner()
+            .response,
+    )
+    .await;
+    assert_eq!(
+        parent.execution_state,
+        pb::JobExecutionState::Completed as i32,
+        "{parent:?}"
+    );
+    let everything = format!("{parent:?}{children:?}");
+    assert!(!everything.contains("n3w-Secret!"), "{everything}");
+    // The old password fails now; the new one works.
+    let (parent, children) = finished(
+        &rms,
+        client
+            .update_switch_system_password(rotate(switch("switch-01")))
+            .await
+            .unwrap()
+            .into_inner()
+            .response,
+    )
+    .await;
+    assert_eq!(parent.execution_state, pb::JobExecutionState::Failed as i32);
+    assert_eq!(children[0].error_message, "switch rejected the credentials");
+    assert_eq!(children[0].error_code, pb::JobError::Unauthenticated as i32);
+    let (parent, _) = finished(
+        &rms,
+        client
+            .update_switch_system_password(rotate(with_password(
+                switch("switch-01"),
+                "n3w-Secret!",
+            )))
+            .await
+            .unwrap()
+            .into_inner()
+            .response,
+    )
+    .await;
+    assert_eq!(
+        parent.execution_state,
+        pb::JobExecutionState::Completed as i32
+    );
+
+    // A factory reset brings the factory login back.
+    let (parent, _) = finished(
+        &rms,
+        client
+            .batch_reset_switch_factory_default(pb::BatchResetSwitchFactoryDefaultRequest {
+                nodes: Some(pb::NodeSet {
+                    nodes: vec![with_password(switch("switch-01"), "n3w-Secret!")],
+                }),
+                domain: None,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .response,
+    )
+    .await;
+    assert_eq!(
+        parent.execution_state,
+        pb::JobExecutionState::Completed as i32,
+        "{parent:?}"
+    );
+    let (parent, _) = finished(
+        &rms,
+        client
+            .update_switch_system_password(rotate(switch("switch-01")))
+            .await
+            .unwrap()
+            .into_inner()
+            .response,
+    )
+    .await;
+    assert_eq!(
+        parent.execution_state,
+        pb::JobExecutionState::Completed as i32,
+        "the old login works again"
+    );
+
+    // mTLS off for the NVUE API.
+    let (parent, children) = finished(
+        &rms,
+        client
+            .batch_disable_switch_mtls(pb::BatchDisableSwitchMtlsRequest {
+                nodes: Some(pb::NodeSet {
+                    nodes: vec![switch("switch-02")],
+                }),
+                services: vec![pb::SwitchService::NvueApi as i32],
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .response,
+    )
+    .await;
+    assert_eq!(
+        parent.execution_state,
+        pb::JobExecutionState::Completed as i32
+    );
+    assert!(
+        children[0].result_json.contains("SWITCH_SERVICE_NVUE_API"),
+        "{children:?}"
+    );
+    for services in [vec![], vec![0], vec![42]] {
+        let refused = client
+            .batch_disable_switch_mtls(pb::BatchDisableSwitchMtlsRequest {
+                nodes: Some(pb::NodeSet {
+                    nodes: vec![switch("switch-02")],
+                }),
+                services,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    }
+
+    // An SDN reset of a switch that does not come back.
+    let (parent, children) = finished(
+        &rms,
+        client
+            .batch_reset_switch_sdn_factory_default(pb::BatchResetSwitchSdnFactoryDefaultRequest {
+                nodes: Some(pb::NodeSet {
+                    nodes: vec![switch("switch-09")],
+                }),
+                domain: None,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .response,
+    )
+    .await;
+    assert_eq!(parent.execution_state, pb::JobExecutionState::Failed as i32);
+    assert_eq!(
+        parent.error_message,
+        "1 of 1 switch SDN factory-default resets failed"
+    );
+    assert!(
+        children[0].error_message.contains("did not come back"),
+        "{children:?}"
+    );
+    let no_user = client
+        .update_switch_system_password(pb::UpdateSwitchSystemPasswordRequest {
+            username: " ".into(),
+            ..rotate(switch("switch-03"))
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (no_user.code(), no_user.message()),
+        (tonic::Code::InvalidArgument, "username is required")
+    );
+    rms.stop().await;
+}

@@ -240,6 +240,24 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
         "/rack_manager.RackManager/ApplyStoredSwitchSystemImage",
         Role::Operator,
     ),
+    // Resets wipe a switch's configuration; mTLS and passwords are its
+    // security: admins only.
+    (
+        "/rack_manager.RackManager/BatchResetSwitchFactoryDefault",
+        Role::Admin,
+    ),
+    (
+        "/rack_manager.RackManager/BatchResetSwitchSdnFactoryDefault",
+        Role::Admin,
+    ),
+    (
+        "/rack_manager.RackManager/BatchDisableSwitchMtls",
+        Role::Admin,
+    ),
+    (
+        "/rack_manager.RackManager/UpdateSwitchSystemPassword",
+        Role::Admin,
+    ),
     (
         "/rack_manager.RackManager/GetSwitchSystemImageJobStatus",
         Role::Viewer,

@@ -54,7 +54,8 @@ fn rpcs(services: &[&str]) -> Vec<String> {
 
 /// The role each RPC needs, written independently of the server's table:
 /// reads are `viewer`'s, rules / inventory writes / fault injection / node
-/// registration / the firmware-object catalogue / key rotation `admin`'s,
+/// registration / the firmware-object catalogue / switch resets, mTLS and
+/// passwords / key rotation `admin`'s,
 /// everything else (tasks, runs, controls,
 /// schedules, power and firmware) `operator`'s.
 fn expected_role(path: &str) -> Role {
@@ -85,6 +86,10 @@ fn expected_role(path: &str) -> Role {
         "AddFirmwareObject",
         "DeleteFirmwareObject",
         "SetDefaultFirmwareObject",
+        "BatchResetSwitchFactoryDefault",
+        "BatchResetSwitchSdnFactoryDefault",
+        "BatchDisableSwitchMtls",
+        "UpdateSwitchSystemPassword",
         "RotateSecrets",
         "CreateEventRule",
         "UpdateEventRule",

@@ -16,6 +16,7 @@ mod inventory;
 pub mod leaks;
 pub mod nodes;
 pub mod switch_image;
+mod switch_ops;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -908,6 +909,44 @@ impl RackManager for RackManagerService {
         self.apply_stored_switch_system_image(request.into_inner())
             .await
             .map(Response::new)
+    }
+
+    async fn batch_reset_switch_factory_default(
+        &self,
+        request: Request<pb::BatchResetSwitchFactoryDefaultRequest>,
+    ) -> Result<Response<pb::BatchResetSwitchFactoryDefaultResponse>, Status> {
+        let req = request.into_inner();
+        self.reset_switches(req.nodes.as_ref(), crate::switch::ResetScope::Full)
+            .map(|r| {
+                Response::new(pb::BatchResetSwitchFactoryDefaultResponse { response: Some(r) })
+            })
+    }
+
+    async fn batch_reset_switch_sdn_factory_default(
+        &self,
+        request: Request<pb::BatchResetSwitchSdnFactoryDefaultRequest>,
+    ) -> Result<Response<pb::BatchResetSwitchSdnFactoryDefaultResponse>, Status> {
+        let req = request.into_inner();
+        self.reset_switches(req.nodes.as_ref(), crate::switch::ResetScope::Sdn)
+            .map(|r| {
+                Response::new(pb::BatchResetSwitchSdnFactoryDefaultResponse { response: Some(r) })
+            })
+    }
+
+    async fn batch_disable_switch_mtls(
+        &self,
+        request: Request<pb::BatchDisableSwitchMtlsRequest>,
+    ) -> Result<Response<pb::BatchDisableSwitchMtlsResponse>, Status> {
+        self.disable_switch_mtls(request.into_inner())
+            .map(|r| Response::new(pb::BatchDisableSwitchMtlsResponse { response: Some(r) }))
+    }
+
+    async fn update_switch_system_password(
+        &self,
+        request: Request<pb::UpdateSwitchSystemPasswordRequest>,
+    ) -> Result<Response<pb::UpdateSwitchSystemPasswordResponse>, Status> {
+        self.update_switch_password(request.into_inner())
+            .map(|r| Response::new(pb::UpdateSwitchSystemPasswordResponse { response: Some(r) }))
     }
 
     async fn list_switch_system_images(

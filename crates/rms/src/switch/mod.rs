@@ -15,7 +15,8 @@ use std::fmt;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::backend::{BmcCredentials, Secret};
+use crate::backend::BmcCredentials;
+pub use crate::backend::Secret;
 use crate::job::JobError;
 
 /// Where a switch's management API answers (its host endpoint).
@@ -99,7 +100,38 @@ pub trait SwitchBackend: Send + Sync + fmt::Debug {
         image: &[u8],
         progress: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<String, SwitchError>;
+
+    /// Sets `username`'s password (logging in with the target's current
+    /// credentials).
+    async fn set_password(
+        &self,
+        switch: &SwitchTarget,
+        username: &str,
+        password: &Secret,
+    ) -> Result<(), SwitchError>;
+
+    /// Turns mTLS off for `services` (the wire `SwitchService` names).
+    async fn disable_mtls(
+        &self,
+        switch: &SwitchTarget,
+        services: &[String],
+    ) -> Result<(), SwitchError>;
+
+    /// Resets the switch to factory defaults (`Full`) or its SDN
+    /// configuration only (`Sdn`), and waits until it answers again.
+    async fn factory_reset(
+        &self,
+        switch: &SwitchTarget,
+        scope: ResetScope,
+    ) -> Result<(), SwitchError>;
 }
 
-/// A password as the switch API sends it: redacted in `Debug`.
-pub type SwitchSecret = Secret;
+/// What a factory reset wipes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetScope {
+    /// The whole switch OS configuration, back to factory defaults (the
+    /// factory login included).
+    Full,
+    /// Only the SDN (scale-up fabric) configuration.
+    Sdn,
+}

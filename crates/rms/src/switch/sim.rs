@@ -6,6 +6,10 @@
 //! * An install stages the file, writes the image's build (its `version=`
 //!   line, else the file stem) to the standby partition, makes it next,
 //!   "reboots" and runs it — each step after `install_latency_ms / 4`.
+//! * Credentials: a switch accepts any login until a password is set
+//!   (the factory default); from then on only that password. A full
+//!   factory reset brings the factory login back and re-enables every
+//!   service's mTLS; an SDN reset clears only the SDN configuration.
 //! * Faults by node id (`*` = every node): `fail` (the install action
 //!   fails), `no_return` (the switch does not come back after the reboot:
 //!   a timeout, the old build still running), `hang` (never returns).
@@ -68,6 +72,12 @@ struct SimSwitch {
     current: String,
     next: String,
     files: Vec<String>,
+    /// `None`: the factory login (any password).
+    password: Option<String>,
+    /// Services whose mTLS is off.
+    mtls_off: Vec<String>,
+    /// SDN configuration (reset by either reset).
+    sdn_configured: bool,
 }
 
 /// The simulated switches.
@@ -102,6 +112,9 @@ impl SwitchSim {
                 current: "partition1".to_owned(),
                 next: "partition1".to_owned(),
                 files: Vec::new(),
+                password: None,
+                mtls_off: Vec::new(),
+                sdn_configured: true,
             });
         f(switch)
     }
@@ -112,6 +125,25 @@ impl SwitchSim {
             .iter()
             .find(|f| f.node_id == "*" || f.node_id == target.node_id)
             .map(|f| f.effect)
+    }
+
+    /// Refuses a login whose password is not the switch's.
+    fn authenticate(&self, target: &SwitchTarget) -> Result<(), SwitchError> {
+        self.with_switch(target, |s| match &s.password {
+            Some(p) if p != target.host.credentials.password.expose() => {
+                Err(SwitchError::Unauthenticated)
+            }
+            _ => Ok(()),
+        })
+    }
+
+    /// Services of a switch whose mTLS is off.
+    pub fn mtls_off(&self, rack_id: &str, node_id: &str) -> Vec<String> {
+        let switches = self.lock();
+        switches
+            .get(&(rack_id.to_owned(), node_id.to_owned()))
+            .map(|s| s.mtls_off.clone())
+            .unwrap_or_default()
     }
 
     /// The build a switch runs now (`None`: never touched).
@@ -148,6 +180,7 @@ impl SwitchBackend for SwitchSim {
 
     async fn system_images(&self, switch: &SwitchTarget) -> Result<SystemImages, SwitchError> {
         tokio::time::sleep(Duration::from_millis(self.config.read_latency_ms)).await;
+        self.authenticate(switch)?;
         Ok(self.with_switch(switch, |s| SystemImages {
             current: s.partitions.get(&s.current).cloned().unwrap_or_default(),
             next: s.partitions.get(&s.next).cloned().unwrap_or_default(),
@@ -166,6 +199,7 @@ impl SwitchBackend for SwitchSim {
         let step = Duration::from_millis(self.config.install_latency_ms / 4);
         let build = build_of(filename, image);
         let fault = self.fault(switch);
+        self.authenticate(switch)?;
         progress("Fetching system image");
         tokio::time::sleep(step).await;
         self.with_switch(switch, |s| {
@@ -205,5 +239,61 @@ impl SwitchBackend for SwitchSim {
         progress("Verifying the running system image");
         tokio::time::sleep(step).await;
         Ok(build)
+    }
+
+    async fn set_password(
+        &self,
+        switch: &SwitchTarget,
+        _username: &str,
+        password: &super::Secret,
+    ) -> Result<(), SwitchError> {
+        tokio::time::sleep(Duration::from_millis(self.config.read_latency_ms)).await;
+        self.authenticate(switch)?;
+        if self.fault(switch) == Some(SwitchSimFaultEffect::Fail) {
+            return Err(SwitchError::ActionFailed(
+                "password change failed (sim fault)".to_owned(),
+            ));
+        }
+        self.with_switch(switch, |s| s.password = Some(password.expose().to_owned()));
+        Ok(())
+    }
+
+    async fn disable_mtls(
+        &self,
+        switch: &SwitchTarget,
+        services: &[String],
+    ) -> Result<(), SwitchError> {
+        tokio::time::sleep(Duration::from_millis(self.config.read_latency_ms)).await;
+        self.authenticate(switch)?;
+        self.with_switch(switch, |s| {
+            for service in services {
+                if !s.mtls_off.contains(service) {
+                    s.mtls_off.push(service.clone());
+                }
+            }
+        });
+        Ok(())
+    }
+
+    async fn factory_reset(
+        &self,
+        switch: &SwitchTarget,
+        scope: super::ResetScope,
+    ) -> Result<(), SwitchError> {
+        self.authenticate(switch)?;
+        tokio::time::sleep(Duration::from_millis(self.config.install_latency_ms / 2)).await;
+        if self.fault(switch) == Some(SwitchSimFaultEffect::NoReturn) {
+            return Err(SwitchError::Timeout(
+                "the switch did not come back after the reset".to_owned(),
+            ));
+        }
+        self.with_switch(switch, |s| {
+            s.sdn_configured = false;
+            if scope == super::ResetScope::Full {
+                s.password = None;
+                s.mtls_off.clear();
+            }
+        });
+        Ok(())
     }
 }
