@@ -603,3 +603,151 @@ async fn password_rotation_resets_and_mtls() {
     );
     rms.stop().await;
 }
+
+#[tokio::test]
+async fn switch_firmware_and_attestation() {
+    let rms = start().await;
+    let mut client = rms.client.clone();
+    client
+        .create_nodes(pb::CreateNodesRequest {
+            nodes: Some(pb::NodeSet {
+                nodes: vec![switch("switch-05")],
+            }),
+        })
+        .await
+        .unwrap();
+    let bmc = pb::SwitchFirmwareComponentType::Bmc as i32;
+    let pushed = client
+        .push_switch_firmware(pb::PushSwitchFirmwareRequest {
+            rack_id: RACK.into(),
+            node_id: "switch-05".into(),
+            component_type: bmc,
+            filename: "bmc-bundle.fwpkg".into(),
+            local_file_path: "nvos-25.02.bin".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(pushed.status, pb::ReturnCode::Success as i32, "{pushed:?}");
+    let listed = client
+        .list_switch_firmware(pb::ListSwitchFirmwareRequest {
+            rack_id: RACK.into(),
+            node_id: "switch-05".into(),
+            component_type: bmc,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let listed: serde_json::Value = serde_json::from_str(&listed.result_json).unwrap();
+    assert_eq!(
+        listed["components"],
+        serde_json::json!([{ "component": "BMC", "version": "1.0.0", "staged_files": ["bmc-bundle.fwpkg"] }])
+    );
+    let all = client
+        .list_switch_firmware(pb::ListSwitchFirmwareRequest {
+            rack_id: RACK.into(),
+            node_id: "switch-05".into(),
+            component_type: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let all: serde_json::Value = serde_json::from_str(&all.result_json).unwrap();
+    assert_eq!(all["components"].as_array().unwrap().len(), 6);
+    let outside = client
+        .push_switch_firmware(pb::PushSwitchFirmwareRequest {
+            rack_id: RACK.into(),
+            node_id: "switch-05".into(),
+            component_type: bmc,
+            filename: "x".into(),
+            local_file_path: "../../etc/passwd".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(outside.status, pb::ReturnCode::Failure as i32);
+    let unspecified = client
+        .push_switch_firmware(pb::PushSwitchFirmwareRequest {
+            component_type: 0,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unspecified.code(), tonic::Code::InvalidArgument);
+    let missing = client
+        .list_switch_firmware(pb::ListSwitchFirmwareRequest {
+            rack_id: RACK.into(),
+            node_id: "nope".into(),
+            component_type: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(missing.error_message, "node not found");
+
+    // Attestation: per target and component; the same nonce gives the same
+    // measurements, another nonce others.
+    let mut compute = switch("compute-01");
+    compute.r#type = Some(pb::NodeType::ComputeGb200Nvidia as i32);
+    let collect = |nonce: Vec<u8>| pb::BatchCollectSwitchSpdmAttestationEvidenceRequest {
+        targets: vec![switch("switch-06"), compute.clone()],
+        nonce,
+        domain: None,
+    };
+    let first = client
+        .batch_collect_switch_spdm_attestation_evidence(collect(vec![7; 32]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        first.status,
+        pb::ReturnCode::Failure as i32,
+        "one target is no switch"
+    );
+    assert_eq!(first.message, "Collected SPDM evidence of 1 of 2 switches");
+    let ok = &first.results[0];
+    assert_eq!(ok.status, pb::ReturnCode::Success as i32);
+    let ids: Vec<&str> = ok
+        .components
+        .iter()
+        .map(|c| c.component_id.as_str())
+        .collect();
+    assert_eq!(ids, ["BMC", "FPGA", "EROT"]);
+    assert_eq!(
+        ok.components[0]
+            .evidence
+            .as_ref()
+            .unwrap()
+            .measurements
+            .len(),
+        32
+    );
+    assert_eq!(
+        first.results[1].error_message.as_deref(),
+        Some("node compute-01 is not a switch")
+    );
+    let again = client
+        .batch_collect_switch_spdm_attestation_evidence(collect(vec![7; 32]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        again.results[0].components[0].evidence,
+        ok.components[0].evidence
+    );
+    let other = client
+        .batch_collect_switch_spdm_attestation_evidence(collect(vec![8; 32]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(
+        other.results[0].components[0].evidence,
+        ok.components[0].evidence
+    );
+    let short = client
+        .batch_collect_switch_spdm_attestation_evidence(collect(vec![1; 5]))
+        .await
+        .unwrap_err();
+    assert_eq!(short.code(), tonic::Code::InvalidArgument);
+    rms.stop().await;
+}

@@ -258,6 +258,17 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
         "/rack_manager.RackManager/UpdateSwitchSystemPassword",
         Role::Admin,
     ),
+    ("/rack_manager.RackManager/ListSwitchFirmware", Role::Viewer),
+    // Stages a file on the switch (no install): an operator's step.
+    (
+        "/rack_manager.RackManager/PushSwitchFirmware",
+        Role::Operator,
+    ),
+    // Reads evidence; changes nothing on the switch.
+    (
+        "/rack_manager.RackManager/BatchCollectSwitchSpdmAttestationEvidence",
+        Role::Viewer,
+    ),
     (
         "/rack_manager.RackManager/GetSwitchSystemImageJobStatus",
         Role::Viewer,

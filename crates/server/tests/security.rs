@@ -102,7 +102,16 @@ fn expected_role(path: &str) -> Role {
     if service == "rackflow.sim.v1.SimAdmin" || ADMIN_RPCS.contains(&method) {
         Role::Admin
     } else if [
-        "Get", "List", "Check", "Watch", "Preview", "BatchGet", "Server", "Validate", "Compare",
+        "Get",
+        "List",
+        "Check",
+        "Watch",
+        "Preview",
+        "BatchGet",
+        "Server",
+        "Validate",
+        "Compare",
+        "BatchCollect",
     ]
     .iter()
     .any(|p| method.starts_with(p))

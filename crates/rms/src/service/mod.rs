@@ -949,6 +949,33 @@ impl RackManager for RackManagerService {
             .map(|r| Response::new(pb::UpdateSwitchSystemPasswordResponse { response: Some(r) }))
     }
 
+    async fn list_switch_firmware(
+        &self,
+        request: Request<pb::ListSwitchFirmwareRequest>,
+    ) -> Result<Response<pb::ListSwitchFirmwareResponse>, Status> {
+        Ok(Response::new(
+            self.list_switch_firmware(request.into_inner()).await,
+        ))
+    }
+
+    async fn push_switch_firmware(
+        &self,
+        request: Request<pb::PushSwitchFirmwareRequest>,
+    ) -> Result<Response<pb::PushSwitchFirmwareResponse>, Status> {
+        self.push_switch_firmware(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn batch_collect_switch_spdm_attestation_evidence(
+        &self,
+        request: Request<pb::BatchCollectSwitchSpdmAttestationEvidenceRequest>,
+    ) -> Result<Response<pb::BatchCollectSwitchSpdmAttestationEvidenceResponse>, Status> {
+        self.collect_switch_attestation(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
     async fn list_switch_system_images(
         &self,
         request: Request<pb::ListSwitchSystemImagesRequest>,

@@ -102,6 +102,18 @@ fn switch_target_of(
     })
 }
 
+/// The target of a registered switch: the registry keeps no passwords in
+/// its wire copy, so the node's BMC login stands in for the host's.
+pub(super) fn registered_switch_target(
+    node: &super::nodes::RegisteredNode,
+) -> Result<SwitchTarget, String> {
+    let mut target = switch_target_of(&node.info, false)?;
+    if target.host.credentials.username.is_empty() {
+        target.host.credentials = node.target.bmc.credentials.clone();
+    }
+    Ok(target)
+}
+
 impl RackManagerService {
     /// `UpdateSwitchSystemImage`.
     pub(super) async fn update_switch_system_image(
@@ -281,17 +293,7 @@ impl RackManagerService {
             Ok(node) => node,
             Err(lookup) => return failure(lookup.message().to_owned()),
         };
-        // The registry keeps no passwords in its wire copy: the node's BMC
-        // login stands in for the host's.
-        let target = match switch_target_of(&node.info, false) {
-            Ok(mut t) => {
-                if t.host.credentials.username.is_empty() {
-                    t.host.credentials = node.target.bmc.credentials.clone();
-                }
-                Ok(t)
-            }
-            Err(e) => Err(e),
-        };
+        let target = registered_switch_target(&node);
         let target = match target {
             Ok(t) => t,
             Err(message) => return failure(message),

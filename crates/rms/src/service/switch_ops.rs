@@ -208,3 +208,222 @@ impl RackManagerService {
         )
     }
 }
+
+/// The sim's / NVUE's component name of a wire component type; `None` for
+/// unspecified or unknown values.
+fn component_name(value: i32) -> Option<&'static str> {
+    use pb::SwitchFirmwareComponentType as C;
+    match C::try_from(value).ok()? {
+        C::Bmc => Some("BMC"),
+        C::Fpga => Some("FPGA"),
+        C::Erot => Some("EROT"),
+        C::Cpld => Some("CPLD"),
+        C::Bios => Some("BIOS"),
+        C::Transceiver => Some("TRANSCEIVER"),
+        C::Unspecified | C::Unknown => None,
+    }
+}
+
+impl RackManagerService {
+    /// A registered switch's target (its BMC login stands in for a host
+    /// login the registry does not keep).
+    fn registered_switch(&self, rack_id: &str, node_id: &str) -> Result<SwitchTarget, String> {
+        let node = self
+            .nodes
+            .get(rack_id, node_id)
+            .map_err(|lookup| lookup.message().to_owned())?;
+        super::switch_image::registered_switch_target(&node)
+    }
+
+    /// `ListSwitchFirmware`: a registered switch's components (all, or the
+    /// one `component_type` names).
+    pub(super) async fn list_switch_firmware(
+        &self,
+        req: pb::ListSwitchFirmwareRequest,
+    ) -> pb::ListSwitchFirmwareResponse {
+        let failure = |error_message: String| pb::ListSwitchFirmwareResponse {
+            status: pb::ReturnCode::Failure as i32,
+            result_json: String::new(),
+            error_message,
+        };
+        let target = match self.registered_switch(&req.rack_id, &req.node_id) {
+            Ok(t) => t,
+            Err(message) => return failure(message),
+        };
+        let wanted = component_name(req.component_type);
+        match tokio::time::timeout(self.bmc_timeout(), self.switches.list_firmware(&target)).await {
+            Ok(Ok(entries)) => {
+                let entries: Vec<_> = entries
+                    .into_iter()
+                    .filter(|e| wanted.is_none_or(|w| e.component == w))
+                    .collect();
+                pb::ListSwitchFirmwareResponse {
+                    status: pb::ReturnCode::Success as i32,
+                    result_json: json!({ "components": entries }).to_string(),
+                    error_message: String::new(),
+                }
+            }
+            Ok(Err(e)) => failure(e.to_string()),
+            Err(_) => failure("switch firmware listing timed out".to_owned()),
+        }
+    }
+
+    /// `PushSwitchFirmware`: transfers a file from under the firmware
+    /// directory to a registered switch (no install).
+    pub(super) async fn push_switch_firmware(
+        &self,
+        req: pb::PushSwitchFirmwareRequest,
+    ) -> Result<pb::PushSwitchFirmwareResponse, Status> {
+        let Some(component) = component_name(req.component_type) else {
+            return Err(Status::invalid_argument(format!(
+                "invalid component_type: {}",
+                req.component_type
+            )));
+        };
+        let failure = |error_message: String| {
+            tracing::warn!(rack = %req.rack_id, node = %req.node_id, error = %error_message, "switch firmware push failed");
+            Ok(pb::PushSwitchFirmwareResponse {
+                status: pb::ReturnCode::Failure as i32,
+                result_json: String::new(),
+                error_message,
+            })
+        };
+        let target = match self.registered_switch(&req.rack_id, &req.node_id) {
+            Ok(t) => t,
+            Err(message) => return failure(message),
+        };
+        let file = if req.local_file_path.trim().is_empty() {
+            req.filename.clone()
+        } else {
+            req.local_file_path.clone()
+        };
+        let resolved = match super::firmware::resolve_targets(
+            &self.config.firmware_dir,
+            &[pb::FirmwareTarget {
+                target: component.to_owned(),
+                filename: file,
+            }],
+            false,
+        ) {
+            Ok(mut r) => r.remove(0),
+            Err(e) => return failure(e.message),
+        };
+        let filename = if req.filename.trim().is_empty() {
+            resolved
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        } else {
+            req.filename.clone()
+        };
+        let bytes = match tokio::fs::read(&resolved.path).await {
+            Ok(b) => b,
+            Err(_) => return failure(format!("cannot read {}", resolved.filename)),
+        };
+        match tokio::time::timeout(
+            self.config.firmware_task_timeout(),
+            self.switches.push_firmware(&target, component, &filename, &bytes),
+        )
+        .await
+        {
+            Ok(Ok(())) => Ok(pb::PushSwitchFirmwareResponse {
+                status: pb::ReturnCode::Success as i32,
+                result_json: json!({ "component": component, "filename": filename, "bytes": bytes.len(), "staged": true }).to_string(),
+                error_message: String::new(),
+            }),
+            Ok(Err(e)) => failure(e.to_string()),
+            Err(_) => failure("switch firmware push timed out".to_owned()),
+        }
+    }
+
+    /// `BatchCollectSwitchSpdmAttestationEvidence`: fresh evidence of every
+    /// target (a nonce of 32 bytes, or none: one is drawn), per target and
+    /// component; a target that cannot be read is a failed result beside
+    /// the others.
+    pub(super) async fn collect_switch_attestation(
+        &self,
+        req: pb::BatchCollectSwitchSpdmAttestationEvidenceRequest,
+    ) -> Result<pb::BatchCollectSwitchSpdmAttestationEvidenceResponse, Status> {
+        nodes::normalize_node_set(&req.targets)?;
+        let nonce = match req.nonce.len() {
+            0 => uuid::Uuid::new_v4()
+                .as_bytes()
+                .iter()
+                .chain(uuid::Uuid::new_v4().as_bytes())
+                .copied()
+                .collect::<Vec<u8>>(),
+            32 => req.nonce.clone(),
+            n => {
+                return Err(Status::invalid_argument(format!(
+                    "nonce must be 32 bytes (or empty), not {n}"
+                )));
+            }
+        };
+        if req.targets.is_empty() {
+            return Ok(pb::BatchCollectSwitchSpdmAttestationEvidenceResponse {
+                status: pb::ReturnCode::Failure as i32,
+                message: "No nodes specified in request".to_owned(),
+                results: Vec::new(),
+            });
+        }
+        let total = req.targets.len();
+        let mut results = Vec::with_capacity(total);
+        for info in &req.targets {
+            let outcome = match switch_target(info) {
+                Err(message) => Err(message),
+                Ok(target) => match tokio::time::timeout(
+                    self.bmc_timeout(),
+                    self.switches.attestation_evidence(&target, &nonce),
+                )
+                .await
+                {
+                    Ok(Ok(evidence)) => Ok(evidence),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err("SPDM evidence collection timed out".to_owned()),
+                },
+            };
+            let collected_at = Some(super::timestamp(chrono::Utc::now()));
+            results.push(match outcome {
+                Ok(evidence) => pb::SwitchSpdmAttestationTargetResult {
+                    node_id: info.node_id.clone(),
+                    status: pb::ReturnCode::Success as i32,
+                    error_message: None,
+                    components: evidence
+                        .into_iter()
+                        .map(|e| pb::SwitchSpdmComponentResult {
+                            component_id: e.component_id,
+                            status: pb::ReturnCode::Success as i32,
+                            error_message: String::new(),
+                            evidence: Some(pb::SwitchSpdmComponentEvidence {
+                                measurements: e.measurements,
+                                certificate_chain: e.certificate_chain,
+                            }),
+                        })
+                        .collect(),
+                    collection_timestamp: collected_at,
+                },
+                Err(message) => pb::SwitchSpdmAttestationTargetResult {
+                    node_id: info.node_id.clone(),
+                    status: pb::ReturnCode::Failure as i32,
+                    error_message: Some(message),
+                    components: Vec::new(),
+                    collection_timestamp: collected_at,
+                },
+            });
+        }
+        let ok = results
+            .iter()
+            .filter(|r| r.status == pb::ReturnCode::Success as i32)
+            .count();
+        Ok(pb::BatchCollectSwitchSpdmAttestationEvidenceResponse {
+            status: if ok == total {
+                pb::ReturnCode::Success
+            } else {
+                pb::ReturnCode::Failure
+            } as i32,
+            message: format!("Collected SPDM evidence of {ok} of {total} switches"),
+            results,
+        })
+    }
+}

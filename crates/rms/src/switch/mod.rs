@@ -117,6 +117,29 @@ pub trait SwitchBackend: Send + Sync + fmt::Debug {
         services: &[String],
     ) -> Result<(), SwitchError>;
 
+    /// The switch's firmware components.
+    async fn list_firmware(
+        &self,
+        switch: &SwitchTarget,
+    ) -> Result<Vec<SwitchFirmwareEntry>, SwitchError>;
+
+    /// Transfers a firmware file for `component` to the switch (staged,
+    /// not installed).
+    async fn push_firmware(
+        &self,
+        switch: &SwitchTarget,
+        component: &str,
+        filename: &str,
+        file: &[u8],
+    ) -> Result<(), SwitchError>;
+
+    /// Fresh SPDM evidence of the switch's components for `nonce`.
+    async fn attestation_evidence(
+        &self,
+        switch: &SwitchTarget,
+        nonce: &[u8],
+    ) -> Result<Vec<ComponentEvidence>, SwitchError>;
+
     /// Resets the switch to factory defaults (`Full`) or its SDN
     /// configuration only (`Sdn`), and waits until it answers again.
     async fn factory_reset(
@@ -124,6 +147,24 @@ pub trait SwitchBackend: Send + Sync + fmt::Debug {
         switch: &SwitchTarget,
         scope: ResetScope,
     ) -> Result<(), SwitchError>;
+}
+
+/// One firmware component of a switch (BMC, FPGA, EROT, …).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SwitchFirmwareEntry {
+    /// Wire name (`SWITCH_FIRMWARE_COMPONENT_TYPE_*` without the prefix).
+    pub component: String,
+    pub version: String,
+    /// Files pushed for it and not installed yet.
+    pub staged_files: Vec<String>,
+}
+
+/// SPDM evidence of one component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentEvidence {
+    pub component_id: String,
+    pub measurements: Vec<u8>,
+    pub certificate_chain: Vec<u8>,
 }
 
 /// What a factory reset wipes.

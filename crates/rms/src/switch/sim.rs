@@ -10,6 +10,10 @@
 //!   (the factory default); from then on only that password. A full
 //!   factory reset brings the factory login back and re-enables every
 //!   service's mTLS; an SDN reset clears only the SDN configuration.
+//! * Firmware components `BMC`, `FPGA`, `EROT`, `CPLD`, `BIOS`,
+//!   `TRANSCEIVER` at `1.0.0`; a push stages the file on its component.
+//! * SPDM evidence of `BMC`, `FPGA`, `EROT`: measurements = SHA-256 of
+//!   (node id, component, nonce), a fixed certificate chain naming the node.
 //! * Faults by node id (`*` = every node): `fail` (the install action
 //!   fails), `no_return` (the switch does not come back after the reboot:
 //!   a timeout, the old build still running), `hang` (never returns).
@@ -78,7 +82,14 @@ struct SimSwitch {
     mtls_off: Vec<String>,
     /// SDN configuration (reset by either reset).
     sdn_configured: bool,
+    /// Files pushed per firmware component.
+    staged: BTreeMap<String, Vec<String>>,
 }
+
+/// The sim's switch firmware components.
+const SIM_FIRMWARE: [&str; 6] = ["BMC", "FPGA", "EROT", "CPLD", "BIOS", "TRANSCEIVER"];
+/// The components the sim attests.
+const SIM_ATTESTED: [&str; 3] = ["BMC", "FPGA", "EROT"];
 
 /// The simulated switches.
 #[derive(Debug)]
@@ -115,6 +126,7 @@ impl SwitchSim {
                 password: None,
                 mtls_off: Vec::new(),
                 sdn_configured: true,
+                staged: BTreeMap::new(),
             });
         f(switch)
     }
@@ -295,5 +307,79 @@ impl SwitchBackend for SwitchSim {
             }
         });
         Ok(())
+    }
+
+    async fn list_firmware(
+        &self,
+        switch: &SwitchTarget,
+    ) -> Result<Vec<super::SwitchFirmwareEntry>, SwitchError> {
+        tokio::time::sleep(Duration::from_millis(self.config.read_latency_ms)).await;
+        self.authenticate(switch)?;
+        Ok(self.with_switch(switch, |s| {
+            SIM_FIRMWARE
+                .iter()
+                .map(|c| super::SwitchFirmwareEntry {
+                    component: (*c).to_owned(),
+                    version: "1.0.0".to_owned(),
+                    staged_files: s.staged.get(*c).cloned().unwrap_or_default(),
+                })
+                .collect()
+        }))
+    }
+
+    async fn push_firmware(
+        &self,
+        switch: &SwitchTarget,
+        component: &str,
+        filename: &str,
+        _file: &[u8],
+    ) -> Result<(), SwitchError> {
+        tokio::time::sleep(Duration::from_millis(self.config.read_latency_ms)).await;
+        self.authenticate(switch)?;
+        if !SIM_FIRMWARE.contains(&component) {
+            return Err(SwitchError::Rejected(format!(
+                "no firmware component {component}"
+            )));
+        }
+        self.with_switch(switch, |s| {
+            let files = s.staged.entry(component.to_owned()).or_default();
+            if !files.iter().any(|f| f == filename) {
+                files.push(filename.to_owned());
+            }
+        });
+        Ok(())
+    }
+
+    async fn attestation_evidence(
+        &self,
+        switch: &SwitchTarget,
+        nonce: &[u8],
+    ) -> Result<Vec<super::ComponentEvidence>, SwitchError> {
+        use sha2::{Digest as _, Sha256};
+        tokio::time::sleep(Duration::from_millis(self.config.read_latency_ms)).await;
+        self.authenticate(switch)?;
+        if self.fault(switch) == Some(SwitchSimFaultEffect::Fail) {
+            return Err(SwitchError::ActionFailed(
+                "SPDM evidence collection failed (sim fault)".to_owned(),
+            ));
+        }
+        Ok(SIM_ATTESTED
+            .iter()
+            .map(|component| {
+                let mut hasher = Sha256::new();
+                hasher.update(switch.node_id.as_bytes());
+                hasher.update(component.as_bytes());
+                hasher.update(nonce);
+                super::ComponentEvidence {
+                    component_id: (*component).to_owned(),
+                    measurements: hasher.finalize().to_vec(),
+                    certificate_chain: format!(
+                        "sim certificate chain of {} {component}",
+                        switch.node_id
+                    )
+                    .into_bytes(),
+                }
+            })
+            .collect())
     }
 }
