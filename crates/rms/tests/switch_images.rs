@@ -751,3 +751,100 @@ async fn switch_firmware_and_attestation() {
     assert_eq!(short.code(), tonic::Code::InvalidArgument);
     rms.stop().await;
 }
+
+#[tokio::test]
+async fn certificates_and_their_job_status() {
+    let rms = start().await;
+    let mut client = rms.client.clone();
+    let resp = client
+        .configure_switch_certificate(pb::ConfigureSwitchCertificateRequest {
+            nodes: Some(pb::NodeSet {
+                nodes: vec![switch("switch-07"), switch("switch-08")],
+            }),
+            services: vec![
+                pb::SwitchService::NvueApi as i32,
+                pb::SwitchService::ScaleUpFabricManager as i32,
+            ],
+            test_hello: true,
+            domain: Some("dc1.example".into()),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let response = resp.response.unwrap();
+    assert_eq!(
+        response.status,
+        pb::ReturnCode::Success as i32,
+        "{response:?}"
+    );
+    assert_eq!(resp.jobs.len(), 2);
+    let parent = rms.wait_terminal(&response.job_id).await;
+    assert_eq!(
+        parent.execution_state,
+        pb::JobExecutionState::Completed as i32,
+        "{parent:?}"
+    );
+    for job in &resp.jobs {
+        let status = client
+            .get_configure_switch_certificate_job_status(
+                pb::GetConfigureSwitchCertificateJobStatusRequest {
+                    job_id: job.job_id.clone(),
+                },
+            )
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            (
+                status.status,
+                status.state.as_str(),
+                status.node_id.as_str()
+            ),
+            (
+                pb::ReturnCode::Success as i32,
+                "completed",
+                job.node_id.as_str()
+            )
+        );
+        let installed: serde_json::Value = serde_json::from_str(&status.result_json).unwrap();
+        assert_eq!(
+            installed["subject"],
+            format!("CN={}.dc1.example", job.node_id)
+        );
+        assert_eq!(
+            installed["services"],
+            serde_json::json!([
+                "SWITCH_SERVICE_NVUE_API",
+                "SWITCH_SERVICE_SCALE_UP_FABRIC_MANAGER"
+            ])
+        );
+        assert_eq!(installed["fingerprint"].as_str().unwrap().len(), 64);
+    }
+    let unknown = client
+        .get_configure_switch_certificate_job_status(
+            pb::GetConfigureSwitchCertificateJobStatusRequest {
+                job_id: "nope".into(),
+            },
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (unknown.status, unknown.message.as_str()),
+        (pb::ReturnCode::Failure as i32, "job nope not found")
+    );
+    let no_services = client
+        .configure_switch_certificate(pb::ConfigureSwitchCertificateRequest {
+            nodes: Some(pb::NodeSet {
+                nodes: vec![switch("switch-07")],
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (no_services.code(), no_services.message()),
+        (tonic::Code::InvalidArgument, "services is required")
+    );
+    rms.stop().await;
+}

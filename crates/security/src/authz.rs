@@ -259,6 +259,14 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
         Role::Admin,
     ),
     ("/rack_manager.RackManager/ListSwitchFirmware", Role::Viewer),
+    (
+        "/rack_manager.RackManager/ConfigureSwitchCertificate",
+        Role::Admin,
+    ),
+    (
+        "/rack_manager.RackManager/GetConfigureSwitchCertificateJobStatus",
+        Role::Viewer,
+    ),
     // Stages a file on the switch (no install): an operator's step.
     (
         "/rack_manager.RackManager/PushSwitchFirmware",

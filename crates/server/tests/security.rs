@@ -90,6 +90,7 @@ fn expected_role(path: &str) -> Role {
         "BatchResetSwitchSdnFactoryDefault",
         "BatchDisableSwitchMtls",
         "UpdateSwitchSystemPassword",
+        "ConfigureSwitchCertificate",
         "RotateSecrets",
         "CreateEventRule",
         "UpdateEventRule",

@@ -949,6 +949,23 @@ impl RackManager for RackManagerService {
             .map(|r| Response::new(pb::UpdateSwitchSystemPasswordResponse { response: Some(r) }))
     }
 
+    async fn configure_switch_certificate(
+        &self,
+        request: Request<pb::ConfigureSwitchCertificateRequest>,
+    ) -> Result<Response<pb::ConfigureSwitchCertificateResponse>, Status> {
+        self.configure_switch_certificate(request.into_inner())
+            .map(Response::new)
+    }
+
+    async fn get_configure_switch_certificate_job_status(
+        &self,
+        request: Request<pb::GetConfigureSwitchCertificateJobStatusRequest>,
+    ) -> Result<Response<pb::GetConfigureSwitchCertificateJobStatusResponse>, Status> {
+        Ok(Response::new(
+            self.get_certificate_job_status(request.into_inner()),
+        ))
+    }
+
     async fn list_switch_firmware(
         &self,
         request: Request<pb::ListSwitchFirmwareRequest>,

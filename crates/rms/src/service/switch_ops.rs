@@ -39,20 +39,39 @@ impl RackManagerService {
         done: &'static str,
         work: SwitchWork,
     ) -> Result<pb::NodeBatchResponse, Status> {
+        self.start_switch_jobs(set, job_type, done, work)
+            .map(|(response, _)| response)
+    }
+
+    /// [`Self::start_switch_batch`], also answering each admitted node's
+    /// child job: `(node_id, job_id)`.
+    fn start_switch_jobs(
+        &self,
+        set: Option<&pb::NodeSet>,
+        job_type: JobType,
+        done: &'static str,
+        work: SwitchWork,
+    ) -> Result<(pb::NodeBatchResponse, Vec<(String, String)>), Status> {
         let nodes_in = set.map(|s| s.nodes.clone()).unwrap_or_default();
         nodes::normalize_node_set(&nodes_in)?;
         if nodes_in.is_empty() {
-            return Ok(batch_response::failure("No nodes specified in request"));
+            return Ok((
+                batch_response::failure("No nodes specified in request"),
+                Vec::new(),
+            ));
         }
         let rack_id = nodes_in
             .first()
             .map(|n| n.rack_id.clone())
             .unwrap_or_default();
         let Some(parent) = self.tracker.create_parent_job(&rack_id, job_type) else {
-            return Ok(batch_response::failure(&format!(
-                "failed to create parent {} job",
-                job_type.batch_noun()
-            )));
+            return Ok((
+                batch_response::failure(&format!(
+                    "failed to create parent {} job",
+                    job_type.batch_noun()
+                )),
+                Vec::new(),
+            ));
         };
         let total = nodes_in.len();
         let targets = nodes_in
@@ -69,8 +88,10 @@ impl RackManagerService {
             );
         }
         let mut results = Vec::new();
+        let mut jobs = Vec::new();
         for (info, job, target) in admitted {
             results.push(batch_response::node_ok(&info.node_id));
+            jobs.push((info.node_id.clone(), job.id().to_string()));
             let switches = Arc::clone(&self.switches);
             let work = Arc::clone(&work);
             let timeout = self.config.firmware_task_timeout();
@@ -116,7 +137,7 @@ impl RackManagerService {
         };
         let mut response = batch_response::from_results(message, results, total);
         response.job_id = parent;
-        Ok(response)
+        Ok((response, jobs))
     }
 
     pub(super) fn reset_switches(
@@ -207,6 +228,26 @@ impl RackManagerService {
             work,
         )
     }
+}
+
+/// The switch domain a certificate is issued for when a request names none.
+pub const DEFAULT_SWITCH_DOMAIN: &str = "switch.local";
+
+/// Wire `SwitchService` values as names; none, unspecified or unknown is
+/// `INVALID_ARGUMENT`.
+fn service_names(values: &[i32]) -> Result<Vec<String>, Status> {
+    if values.is_empty() {
+        return Err(Status::invalid_argument("services is required"));
+    }
+    values
+        .iter()
+        .map(|value| match pb::SwitchService::try_from(*value) {
+            Ok(pb::SwitchService::Unspecified) | Err(_) => Err(Status::invalid_argument(format!(
+                "invalid service: {value}"
+            ))),
+            Ok(service) => Ok(service.as_str_name().to_owned()),
+        })
+        .collect()
 }
 
 /// The sim's / NVUE's component name of a wire component type; `None` for
@@ -425,5 +466,66 @@ impl RackManagerService {
             message: format!("Collected SPDM evidence of {ok} of {total} switches"),
             results,
         })
+    }
+
+    /// `ConfigureSwitchCertificate`: one child per switch installs the
+    /// domain's certificate on `services` and turns their mTLS on.
+    pub(super) fn configure_switch_certificate(
+        &self,
+        req: pb::ConfigureSwitchCertificateRequest,
+    ) -> Result<pb::ConfigureSwitchCertificateResponse, Status> {
+        let services = service_names(&req.services)?;
+        let domain = req
+            .domain
+            .clone()
+            .filter(|d| !d.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_SWITCH_DOMAIN.to_owned());
+        let test_hello = req.test_hello;
+        let work: SwitchWork = Arc::new(move |switches, target| {
+            let services = services.clone();
+            let domain = domain.clone();
+            Box::pin(async move {
+                let installed = switches
+                    .install_certificate(&target, &services, &domain, test_hello)
+                    .await?;
+                Ok(serde_json::to_string(&installed).unwrap_or_default())
+            })
+        });
+        let (response, jobs) = self.start_switch_jobs(
+            req.nodes.as_ref(),
+            JobType::SwitchCertificate,
+            "Switch certificate installed",
+            work,
+        )?;
+        Ok(pb::ConfigureSwitchCertificateResponse {
+            response: Some(response),
+            jobs: jobs
+                .into_iter()
+                .map(|(node_id, job_id)| pb::ConfigureSwitchCertificateJobInfo { node_id, job_id })
+                .collect(),
+        })
+    }
+
+    /// `GetConfigureSwitchCertificateJobStatus`: as the image poller, in-band.
+    pub(super) fn get_certificate_job_status(
+        &self,
+        req: pb::GetConfigureSwitchCertificateJobStatusRequest,
+    ) -> pb::GetConfigureSwitchCertificateJobStatusResponse {
+        let status =
+            self.get_switch_system_image_job_status(pb::GetSwitchSystemImageJobStatusRequest {
+                job_id: req.job_id,
+            });
+        pb::GetConfigureSwitchCertificateJobStatusResponse {
+            status: status.status,
+            job_id: status.job_id,
+            state: status.state,
+            message: status.message,
+            rack_id: status.rack_id,
+            node_id: status.node_id,
+            error_message: status.error_message,
+            result_json: status.result_json,
+            created_at: status.created_at,
+            updated_at: status.updated_at,
+        }
     }
 }

@@ -117,6 +117,16 @@ pub trait SwitchBackend: Send + Sync + fmt::Debug {
         services: &[String],
     ) -> Result<(), SwitchError>;
 
+    /// Installs a certificate for `domain` on `services` and turns their
+    /// mTLS on; with `test_hello`, checks each service answers with it.
+    async fn install_certificate(
+        &self,
+        switch: &SwitchTarget,
+        services: &[String],
+        domain: &str,
+        test_hello: bool,
+    ) -> Result<InstalledCertificate, SwitchError>;
+
     /// The switch's firmware components.
     async fn list_firmware(
         &self,
@@ -165,6 +175,16 @@ pub struct ComponentEvidence {
     pub component_id: String,
     pub measurements: Vec<u8>,
     pub certificate_chain: Vec<u8>,
+}
+
+/// The certificate a switch's services present after an install.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InstalledCertificate {
+    pub subject: String,
+    /// SHA-256 of the certificate, lower-case hex.
+    pub fingerprint: String,
+    /// Services now presenting it with mTLS on.
+    pub services: Vec<String>,
 }
 
 /// What a factory reset wipes.

@@ -84,6 +84,8 @@ struct SimSwitch {
     sdn_configured: bool,
     /// Files pushed per firmware component.
     staged: BTreeMap<String, Vec<String>>,
+    /// Service → the subject of the certificate it presents.
+    certificates: BTreeMap<String, String>,
 }
 
 /// The sim's switch firmware components.
@@ -127,6 +129,7 @@ impl SwitchSim {
                 mtls_off: Vec::new(),
                 sdn_configured: true,
                 staged: BTreeMap::new(),
+                certificates: BTreeMap::new(),
             });
         f(switch)
     }
@@ -155,6 +158,15 @@ impl SwitchSim {
         switches
             .get(&(rack_id.to_owned(), node_id.to_owned()))
             .map(|s| s.mtls_off.clone())
+            .unwrap_or_default()
+    }
+
+    /// Service → certificate subject of a switch.
+    pub fn certificates(&self, rack_id: &str, node_id: &str) -> BTreeMap<String, String> {
+        let switches = self.lock();
+        switches
+            .get(&(rack_id.to_owned(), node_id.to_owned()))
+            .map(|s| s.certificates.clone())
             .unwrap_or_default()
     }
 
@@ -304,6 +316,7 @@ impl SwitchBackend for SwitchSim {
             if scope == super::ResetScope::Full {
                 s.password = None;
                 s.mtls_off.clear();
+                s.certificates.clear();
             }
         });
         Ok(())
@@ -381,5 +394,38 @@ impl SwitchBackend for SwitchSim {
                 }
             })
             .collect())
+    }
+
+    async fn install_certificate(
+        &self,
+        switch: &SwitchTarget,
+        services: &[String],
+        domain: &str,
+        _test_hello: bool,
+    ) -> Result<super::InstalledCertificate, SwitchError> {
+        use sha2::{Digest as _, Sha256};
+        tokio::time::sleep(Duration::from_millis(self.config.read_latency_ms)).await;
+        self.authenticate(switch)?;
+        if self.fault(switch) == Some(SwitchSimFaultEffect::Fail) {
+            return Err(SwitchError::ActionFailed(
+                "certificate install failed (sim fault)".to_owned(),
+            ));
+        }
+        let subject = format!("CN={}.{domain}", switch.node_id);
+        let fingerprint = Sha256::digest(subject.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>();
+        self.with_switch(switch, |s| {
+            for service in services {
+                s.certificates.insert(service.clone(), subject.clone());
+                s.mtls_off.retain(|m| m != service);
+            }
+        });
+        Ok(super::InstalledCertificate {
+            subject,
+            fingerprint,
+            services: services.to_vec(),
+        })
     }
 }
