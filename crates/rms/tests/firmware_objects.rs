@@ -98,26 +98,7 @@ async fn get(rms: &TestRms, id: &str) -> pb::FirmwareObject {
 
 /// Waits until the object's download ended (available, or a reason why not).
 async fn settled(rms: &TestRms, id: &str) -> pb::FirmwareObject {
-    let client = rms.client.clone();
-    wait_until(
-        &format!("firmware object {id} to settle"),
-        Duration::from_secs(20),
-        Duration::from_millis(20),
-        || {
-            let mut client = client.clone();
-            async move {
-                let object = client
-                    .get_firmware_object(pb::GetFirmwareObjectRequest { id: id.to_owned() })
-                    .await
-                    .ok()?
-                    .into_inner()
-                    .object?;
-                (object.available || object.unavailable_reason.is_some()).then_some(object)
-            }
-        },
-        String::new,
-    )
-    .await
+    rackflow_testkit::rms::settled_object(&rms.client, id).await
 }
 
 async fn versions(rms: &TestRms, rack: &str, node: &str) -> Vec<(String, String)> {

@@ -52,7 +52,7 @@ async fn version_and_out_of_scope_rpcs() {
     grpc.ready().await.unwrap();
     let codec = tonic_prost::ProstCodec::<pb::GetVersionRequest, pb::GetVersionResponse>::default();
     let path = tonic::codegen::http::uri::PathAndQuery::from_static(
-        "/rack_manager.RackManager/ListSwitchFirmware",
+        "/rack_manager.RackManager/InspectScaleUpFabrics",
     );
     let err = grpc
         .unary(tonic::Request::new(pb::GetVersionRequest {}), path, codec)

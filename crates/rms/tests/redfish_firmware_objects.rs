@@ -13,7 +13,6 @@ use rackflow_api::rack_manager as pb;
 use rackflow_testkit::artifacts::{ArtifactServer, manifest};
 use rackflow_testkit::redfish::{Emulator, Flavor, Options};
 use rackflow_testkit::rms::TestRms;
-use rackflow_testkit::wait::wait_until;
 
 const RACK: &str = "rack-rf";
 const HW: &str = "GB200-NVL72";
@@ -133,27 +132,7 @@ async fn device_info_inventory_apply_and_compare_against_the_emulator() {
         })
         .await
         .unwrap();
-    let probe = client.clone();
-    let object = wait_until(
-        "the object to be available",
-        Duration::from_secs(20),
-        Duration::from_millis(20),
-        || {
-            let mut c = probe.clone();
-            let id = id.clone();
-            async move {
-                let o = c
-                    .get_firmware_object(pb::GetFirmwareObjectRequest { id })
-                    .await
-                    .ok()?
-                    .into_inner()
-                    .object?;
-                (o.available || o.unavailable_reason.is_some()).then_some(o)
-            }
-        },
-        String::new,
-    )
-    .await;
+    let object = rackflow_testkit::rms::settled_object(&client, &id).await;
     assert!(object.available, "{object:?}");
     let only_first = Some(pb::NodeSet {
         nodes: vec![pb::NodeInfo {

@@ -260,27 +260,7 @@ async fn switch_images_from_the_firmware_object_catalogue() {
         })
         .await
         .unwrap();
-    let probe = client.clone();
-    let object = rackflow_testkit::wait::wait_until(
-        "the object to be available",
-        std::time::Duration::from_secs(20),
-        std::time::Duration::from_millis(20),
-        || {
-            let mut c = probe.clone();
-            let id = id.clone();
-            async move {
-                let o = c
-                    .get_firmware_object(pb::GetFirmwareObjectRequest { id })
-                    .await
-                    .ok()?
-                    .into_inner()
-                    .object?;
-                (o.available || o.unavailable_reason.is_some()).then_some(o)
-            }
-        },
-        String::new,
-    )
-    .await;
+    let object = rackflow_testkit::rms::settled_object(&client, &id).await;
     assert!(object.available, "{object:?}");
     assert_eq!(
         object.metadata.unwrap().switch_system_images[0].version,

@@ -20,7 +20,6 @@ use rackflow_server::Config;
 use rackflow_server::config::Provider;
 use rackflow_testkit::artifacts::{ArtifactServer, manifest};
 use rackflow_testkit::rms::TestRms;
-use rackflow_testkit::wait::wait_until;
 
 both_stores!(
     an_operation_run_applies_the_default_object_across_rack_manager_restarts,
@@ -129,26 +128,7 @@ async fn get_object(rms: &TestRms, id: &str) -> rmpb::FirmwareObject {
 }
 
 async fn available(rms: &TestRms, id: &str) -> rmpb::FirmwareObject {
-    let client = rms.client.clone();
-    wait_until(
-        &format!("firmware object {id} to be available"),
-        DEADLINE,
-        Duration::from_millis(20),
-        || {
-            let mut client = client.clone();
-            async move {
-                let o = client
-                    .get_firmware_object(rmpb::GetFirmwareObjectRequest { id: id.into() })
-                    .await
-                    .ok()?
-                    .into_inner()
-                    .object?;
-                (o.available || o.unavailable_reason.is_some()).then_some(o)
-            }
-        },
-        String::new,
-    )
-    .await
+    rackflow_testkit::rms::settled_object(&rms.client, id).await
 }
 
 fn flow_config(rms: &TestRms) -> Config {

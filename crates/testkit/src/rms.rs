@@ -385,3 +385,27 @@ pub async fn wait_job(
     )
     .await
 }
+
+/// Waits (20 s at most) until a firmware object's download ended —
+/// available, or unavailable with a reason — and returns it.
+pub async fn settled_object(client: &RackManagerClient<Channel>, id: &str) -> pb::FirmwareObject {
+    wait_until(
+        &format!("firmware object {id} to settle"),
+        Duration::from_secs(20),
+        Duration::from_millis(20),
+        || {
+            let mut client = client.clone();
+            async move {
+                let object = client
+                    .get_firmware_object(pb::GetFirmwareObjectRequest { id: id.to_owned() })
+                    .await
+                    .ok()?
+                    .into_inner()
+                    .object?;
+                (object.available || object.unavailable_reason.is_some()).then_some(object)
+            }
+        },
+        String::new,
+    )
+    .await
+}
