@@ -15,9 +15,10 @@ use serde_json::json;
 use tonic::Status;
 
 use super::firmware::resolve_targets;
+use super::switch_ops::SwitchWork;
 use super::{RackManagerService, batch_response, nodes, timestamp};
 use crate::backend::{BmcCredentials, NodeKind, Secret};
-use crate::job::{JobError, JobState, JobType, job_failure};
+use crate::job::{JobState, JobType};
 use crate::switch::{SwitchEndpoint, SwitchTarget};
 
 /// The management port a switch's host endpoint means by 0 or 22.
@@ -189,90 +190,27 @@ impl RackManagerService {
                 );
             }
         };
-        let rack_id = nodes_in
-            .first()
-            .map(|n| n.rack_id.clone())
-            .unwrap_or_default();
-        let Some(parent) = self
-            .tracker
-            .create_parent_job(&rack_id, JobType::SwitchSystemImageUpdate)
-        else {
-            return (
-                batch_response::failure("failed to create parent switch system image update job"),
-                Vec::new(),
-            );
-        };
-        let total = nodes_in.len();
-        let targets = nodes_in
-            .into_iter()
-            .map(|n| (n.rack_id.clone(), n.node_id.clone(), n))
-            .collect();
-        let (admitted, rejected) = self.tracker.create_batch_jobs(
-            &parent,
-            JobType::SwitchSystemImageUpdate,
-            targets,
-            switch_target,
-        );
-        if admitted.is_empty() {
-            self.tracker
-                .mark_failed_message(&parent, "No switch system image update jobs created");
-        }
-        let mut results = Vec::new();
-        let mut jobs = Vec::new();
-        for (info, job, target) in admitted {
-            jobs.push(pb::SwitchSystemImageUpdateJobInfo {
-                node_id: info.node_id.clone(),
-                job_id: job.id().to_string(),
-            });
-            results.push(batch_response::node_ok(&info.node_id));
-            let switches = Arc::clone(&self.switches);
+        let work: SwitchWork = Arc::new(move |switches, target, progress| {
             let image = Arc::clone(&image);
             let filename = image_filename.clone();
-            let timeout = self.config.firmware_task_timeout();
-            self.tracker
-                .spawn_job(job, move |job| async move {
-                    job.progress("Starting switch system image update");
-                    let progress = |step: &str| job.progress(step.to_owned());
-                    let cancel = job.cancellation_token();
-                    let outcome = tokio::select! {
-                        () = cancel.cancelled() => {
-                            job.fail(job_failure(JobError::Other, "switch system image update cancelled"));
-                            return;
-                        }
-                        r = tokio::time::timeout(timeout, switches.install_system_image(&target, &filename, &image, &progress)) => r,
-                    };
-                    match outcome {
-                        Ok(Ok(build)) => job.complete(
-                            "Switch system image update completed",
-                            json!({ "image_filename": filename, "active_image": build }).to_string(),
-                        ),
-                        Ok(Err(e)) => {
-                            tracing::warn!(node = %target.node_id, error = %e, "switch system image update failed");
-                            job.fail(job_failure(e.job_error(), e.to_string()));
-                        }
-                        Err(_) => job.fail(job_failure(
-                            JobError::Timeout,
-                            format!("switch system image update timed out after {}s", timeout.as_secs()),
-                        )),
-                    }
-                })
-                .detach();
-        }
-        results.extend(
-            rejected
-                .iter()
-                .map(|r| batch_response::node_failed(&r.node_id, &r.error_message)),
+            Box::pin(async move {
+                let build = switches
+                    .install_system_image(&target, &filename, &image, &*progress)
+                    .await?;
+                Ok(json!({ "image_filename": filename, "active_image": build }).to_string())
+            })
+        });
+        let (response, jobs) = self.start_switch_jobs(
+            nodes_in,
+            JobType::SwitchSystemImageUpdate,
+            "Switch system image update completed",
+            "GetSwitchSystemImageJobStatus with job_id to track overall batch status.",
+            work,
         );
-        let created = jobs.len();
-        let message = if created == 0 {
-            "No switch system image update jobs created".to_owned()
-        } else {
-            format!(
-                "Created {created} switch system image update jobs out of {total} nodes. Use GetSwitchSystemImageJobStatus with job_id to track overall batch status."
-            )
-        };
-        let mut response = batch_response::from_results(message, results, total);
-        response.job_id = parent;
+        let jobs = jobs
+            .into_iter()
+            .map(|(node_id, job_id)| pb::SwitchSystemImageUpdateJobInfo { node_id, job_id })
+            .collect();
         (response, jobs)
     }
 

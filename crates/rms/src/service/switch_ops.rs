@@ -19,15 +19,23 @@ use crate::backend::Secret;
 use crate::job::{JobError, JobType, job_failure};
 use crate::switch::{ResetScope, SwitchBackend, SwitchError, SwitchTarget};
 
+/// Reports a step of one switch's work as its job's description.
+pub(super) type Progress = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// One switch's work: the result JSON, or the failure.
-type SwitchWork = Arc<
+pub(super) type SwitchWork = Arc<
     dyn Fn(
             Arc<dyn SwitchBackend>,
             SwitchTarget,
+            Progress,
         ) -> Pin<Box<dyn Future<Output = Result<String, SwitchError>> + Send>>
         + Send
         + Sync,
 >;
+
+/// How the answer of the parent-job RPCs tells the caller to poll.
+const POLL_WITH_JOB_STATUS: &str =
+    "GetJobStatus with job_id and include_child_job_states to track them.";
 
 impl RackManagerService {
     /// Admits one child of `job_type` per switch of `set` under a new
@@ -39,39 +47,44 @@ impl RackManagerService {
         done: &'static str,
         work: SwitchWork,
     ) -> Result<pb::NodeBatchResponse, Status> {
-        self.start_switch_jobs(set, job_type, done, work)
-            .map(|(response, _)| response)
-    }
-
-    /// [`Self::start_switch_batch`], also answering each admitted node's
-    /// child job: `(node_id, job_id)`.
-    fn start_switch_jobs(
-        &self,
-        set: Option<&pb::NodeSet>,
-        job_type: JobType,
-        done: &'static str,
-        work: SwitchWork,
-    ) -> Result<(pb::NodeBatchResponse, Vec<(String, String)>), Status> {
         let nodes_in = set.map(|s| s.nodes.clone()).unwrap_or_default();
         nodes::normalize_node_set(&nodes_in)?;
+        Ok(self
+            .start_switch_jobs(nodes_in, job_type, done, POLL_WITH_JOB_STATUS, work)
+            .0)
+    }
+
+    /// The one batch of every switch RPC: one child of `job_type` per
+    /// switch of `nodes_in` (normalized) under a new parent, each running
+    /// `work` bounded by the firmware task timeout and the job's
+    /// cancellation; the answer (its message ends "Use {poll_with}") and
+    /// each admitted node's child job, `(node_id, job_id)`.
+    pub(super) fn start_switch_jobs(
+        &self,
+        nodes_in: Vec<pb::NodeInfo>,
+        job_type: JobType,
+        done: &'static str,
+        poll_with: &str,
+        work: SwitchWork,
+    ) -> (pb::NodeBatchResponse, Vec<(String, String)>) {
         if nodes_in.is_empty() {
-            return Ok((
+            return (
                 batch_response::failure("No nodes specified in request"),
                 Vec::new(),
-            ));
+            );
         }
         let rack_id = nodes_in
             .first()
             .map(|n| n.rack_id.clone())
             .unwrap_or_default();
         let Some(parent) = self.tracker.create_parent_job(&rack_id, job_type) else {
-            return Ok((
+            return (
                 batch_response::failure(&format!(
                     "failed to create parent {} job",
                     job_type.batch_noun()
                 )),
                 Vec::new(),
-            ));
+            );
         };
         let total = nodes_in.len();
         let targets = nodes_in
@@ -91,10 +104,14 @@ impl RackManagerService {
         let mut jobs = Vec::new();
         for (info, job, target) in admitted {
             results.push(batch_response::node_ok(&info.node_id));
-            jobs.push((info.node_id.clone(), job.id().to_string()));
+            let job_id = job.id().to_string();
+            jobs.push((info.node_id.clone(), job_id.clone()));
             let switches = Arc::clone(&self.switches);
             let work = Arc::clone(&work);
             let timeout = self.config.firmware_task_timeout();
+            let tracker = Arc::clone(&self.tracker);
+            let progress: Progress =
+                Arc::new(move |step: &str| tracker.mark_running(&job_id, step));
             self.tracker
                 .spawn_job(job, move |job| async move {
                     job.progress(format!("Starting {}", job_type.batch_noun()));
@@ -105,7 +122,7 @@ impl RackManagerService {
                             job.fail(job_failure(JobError::Other, format!("{} cancelled", job_type.batch_noun())));
                             return;
                         }
-                        r = tokio::time::timeout(timeout, work(switches, target)) => r,
+                        r = tokio::time::timeout(timeout, work(switches, target, progress)) => r,
                     };
                     match outcome {
                         Ok(Ok(result)) => job.complete(done, result),
@@ -131,13 +148,13 @@ impl RackManagerService {
             format!("No {} jobs created", job_type.batch_noun())
         } else {
             format!(
-                "Created {created} {} jobs out of {total} nodes. Use GetJobStatus with job_id and include_child_job_states to track them.",
+                "Created {created} {} jobs out of {total} nodes. Use {poll_with}",
                 job_type.batch_noun()
             )
         };
         let mut response = batch_response::from_results(message, results, total);
         response.job_id = parent;
-        Ok((response, jobs))
+        (response, jobs)
     }
 
     pub(super) fn reset_switches(
@@ -155,7 +172,7 @@ impl RackManagerService {
                 "Switch SDN factory-default reset completed",
             ),
         };
-        let work: SwitchWork = Arc::new(move |switches, target| {
+        let work: SwitchWork = Arc::new(move |switches, target, _progress| {
             Box::pin(async move {
                 switches.factory_reset(&target, scope).await?;
                 Ok(json!({ "reset": match scope { ResetScope::Full => "factory", ResetScope::Sdn => "sdn" } }).to_string())
@@ -184,7 +201,7 @@ impl RackManagerService {
                 Ok(service) => services.push(service.as_str_name().to_owned()),
             }
         }
-        let work: SwitchWork = Arc::new(move |switches, target| {
+        let work: SwitchWork = Arc::new(move |switches, target, _progress| {
             let services = services.clone();
             Box::pin(async move {
                 switches.disable_mtls(&target, &services).await?;
@@ -213,7 +230,7 @@ impl RackManagerService {
         }
         let username = req.username.clone();
         let password = Secret::new(req.password.clone());
-        let work: SwitchWork = Arc::new(move |switches, target| {
+        let work: SwitchWork = Arc::new(move |switches, target, _progress| {
             let username = username.clone();
             let password = password.clone();
             Box::pin(async move {
@@ -481,7 +498,7 @@ impl RackManagerService {
             .filter(|d| !d.trim().is_empty())
             .unwrap_or_else(|| DEFAULT_SWITCH_DOMAIN.to_owned());
         let test_hello = req.test_hello;
-        let work: SwitchWork = Arc::new(move |switches, target| {
+        let work: SwitchWork = Arc::new(move |switches, target, _progress| {
             let services = services.clone();
             let domain = domain.clone();
             Box::pin(async move {
@@ -491,12 +508,19 @@ impl RackManagerService {
                 Ok(serde_json::to_string(&installed).unwrap_or_default())
             })
         });
+        let nodes_in = req
+            .nodes
+            .as_ref()
+            .map(|s| s.nodes.clone())
+            .unwrap_or_default();
+        nodes::normalize_node_set(&nodes_in)?;
         let (response, jobs) = self.start_switch_jobs(
-            req.nodes.as_ref(),
+            nodes_in,
             JobType::SwitchCertificate,
             "Switch certificate installed",
+            POLL_WITH_JOB_STATUS,
             work,
-        )?;
+        );
         Ok(pb::ConfigureSwitchCertificateResponse {
             response: Some(response),
             jobs: jobs
