@@ -115,7 +115,7 @@ impl CatalogObject {
     }
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Document {
     version: u32,
     objects: BTreeMap<String, StoredObject>,
@@ -289,14 +289,15 @@ impl Catalog {
                     manifest.id
                 )));
             }
-            let mut next = state.objects.clone();
+            let mut next = state.clone();
             // The first object of a hardware type becomes its default.
             let make_default = set_default
                 || !next
+                    .objects
                     .values()
                     .any(|o| o.hardware_type == hardware_type && o.is_default);
             if make_default {
-                for other in next.values_mut() {
+                for other in next.objects.values_mut() {
                     if other.hardware_type == hardware_type && other.is_default {
                         other.is_default = false;
                         other.updated = now;
@@ -313,8 +314,8 @@ impl Catalog {
                 updated: now,
                 unavailable_reason: None,
             };
-            next.insert(stored.id.clone(), stored.clone());
-            self.commit(&mut state, |doc| doc.objects = next).await?;
+            next.objects.insert(stored.id.clone(), stored.clone());
+            self.commit(&mut state, next).await?;
             stored
         };
         tracing::info!(object_id = %stored.id, hardware_type = %stored.hardware_type, artifacts = artifacts.len(), is_default = stored.is_default, "firmware object added");
@@ -379,8 +380,8 @@ impl Catalog {
             .map(|o| o.hardware_type.clone())
             .ok_or_else(|| not_found(id))?;
         let now = Utc::now();
-        let mut next = state.objects.clone();
-        for object in next.values_mut() {
+        let mut next = state.clone();
+        for object in next.objects.values_mut() {
             if object.hardware_type != hardware_type {
                 continue;
             }
@@ -390,8 +391,8 @@ impl Catalog {
                 object.updated = now;
             }
         }
-        let stored = next.get(id).cloned().ok_or_else(|| not_found(id))?;
-        self.commit(&mut state, |doc| doc.objects = next).await?;
+        let stored = next.objects.get(id).cloned().ok_or_else(|| not_found(id))?;
+        self.commit(&mut state, next).await?;
         drop(state);
         tracing::info!(object_id = %id, %hardware_type, "firmware object is now the default");
         with_manifest(stored)
@@ -413,9 +414,9 @@ impl Catalog {
                 "firmware object {id} is in use by apply job {job}; delete it once the job ended"
             )));
         }
-        let mut next = state.objects.clone();
-        next.remove(id);
-        self.commit(&mut state, |doc| doc.objects = next).await?;
+        let mut next = state.clone();
+        next.objects.remove(id);
+        self.commit(&mut state, next).await?;
         drop(state);
         if let Some((_, cancel)) = lock(&self.downloads).remove(id) {
             cancel.cancel();
@@ -433,13 +434,13 @@ impl Catalog {
     /// Records an apply.
     pub async fn record_apply(&self, record: HistoryRecord) -> Result<(), CatalogError> {
         let mut state = self.state.lock().await;
-        let mut history = state.history.clone();
-        history.push(record);
-        if history.len() > HISTORY_CAPACITY {
-            let excess = history.len() - HISTORY_CAPACITY;
-            history.drain(..excess);
+        let mut next = state.clone();
+        next.history.push(record);
+        if next.history.len() > HISTORY_CAPACITY {
+            let excess = next.history.len() - HISTORY_CAPACITY;
+            next.history.drain(..excess);
         }
-        self.commit(&mut state, |doc| doc.history = history).await
+        self.commit(&mut state, next).await
     }
 
     /// Apply history, newest first, filtered by object (empty: any) and
@@ -544,24 +545,14 @@ impl Catalog {
             }
         }
         object.updated = Utc::now();
-        let mut next = state.objects.clone();
-        next.insert(id.to_owned(), object);
-        self.commit(&mut state, |doc| doc.objects = next).await
+        let mut next = state.clone();
+        next.objects.insert(id.to_owned(), object);
+        self.commit(&mut state, next).await
     }
 
-    /// Applies a change to a copy, persists the copy, then installs it: a
+    /// Persists `next` (a changed copy of `state`), then installs it: a
     /// failed write leaves memory as the file is.
-    async fn commit(
-        &self,
-        state: &mut Document,
-        change: impl FnOnce(&mut Document),
-    ) -> Result<(), CatalogError> {
-        let mut next = Document {
-            version: DOCUMENT_VERSION,
-            objects: state.objects.clone(),
-            history: state.history.clone(),
-        };
-        change(&mut next);
+    async fn commit(&self, state: &mut Document, next: Document) -> Result<(), CatalogError> {
         self.persist(&next).await?;
         *state = next;
         Ok(())

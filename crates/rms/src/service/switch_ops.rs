@@ -3,7 +3,8 @@
 //! `BatchDisableSwitchMtls`, `UpdateSwitchSystemPassword` — each a parent
 //! job with one child per switch (poll `GetJobStatus`); the per-node
 //! results report admission only (spec §2.2). The new password is never
-//! logged nor put in a job's result.
+//! logged nor put in a job's result. Owns the batch core every switch RPC
+//! runs its children on (`start_switch_jobs`), the image RPCs included.
 
 use std::future::Future;
 use std::pin::Pin;
