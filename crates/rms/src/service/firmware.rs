@@ -552,18 +552,7 @@ impl RackManagerService {
                 response: Some(response),
                 jobs,
             };
-        let node_type = pb::NodeType::try_from(req.node_type).map_err(|_| {
-            Status::invalid_argument(format!("invalid node type: {}", req.node_type))
-        })?;
-        let descriptor = req
-            .node_descriptor
-            .clone()
-            .filter(|d| !d.attributes.is_empty());
-        if node_type == pb::NodeType::Unspecified && descriptor.is_none() {
-            return Err(Status::invalid_argument(
-                "node_type or node_descriptor is required",
-            ));
-        }
+        let selector = nodes::NodeSelector::parse(req.node_type, req.node_descriptor.as_ref())?;
         let rack_nodes = match self.nodes.rack_nodes(&req.rack_id) {
             Ok(nodes) => nodes,
             Err(lookup) => {
@@ -590,15 +579,7 @@ impl RackManagerService {
         };
         let matching: Vec<RegisteredNode> = rack_nodes
             .into_iter()
-            .filter(|n| {
-                if node_type != pb::NodeType::Unspecified {
-                    n.target.node_type == node_type as i32
-                } else {
-                    descriptor.as_ref().is_some_and(|d| {
-                        nodes::descriptor_matches(n.info.node_descriptor.as_ref(), d)
-                    })
-                }
-            })
+            .filter(|n| selector.matches(n))
             .collect();
         if matching.is_empty() {
             self.tracker

@@ -330,29 +330,14 @@ impl RackManagerService {
         node_type: i32,
         descriptor: Option<&pb::NodeDescriptor>,
     ) -> Result<Result<Vec<RegisteredNode>, String>, Status> {
-        let node_type = pb::NodeType::try_from(node_type)
-            .map_err(|_| Status::invalid_argument(format!("invalid node type: {node_type}")))?;
-        let descriptor = descriptor.filter(|d| !d.attributes.is_empty());
-        if node_type == pb::NodeType::Unspecified && descriptor.is_none() {
-            return Err(Status::invalid_argument(
-                "node_type or node_descriptor is required",
-            ));
-        }
+        let selector = nodes::NodeSelector::parse(node_type, descriptor)?;
         let rack_nodes = match self.nodes.rack_nodes(rack_id) {
             Ok(nodes) => nodes,
             Err(lookup) => return Ok(Err(lookup.message().to_owned())),
         };
         let matching: Vec<RegisteredNode> = rack_nodes
             .into_iter()
-            .filter(|n| {
-                if node_type != pb::NodeType::Unspecified {
-                    n.target.node_type == node_type as i32
-                } else {
-                    descriptor.is_some_and(|d| {
-                        nodes::descriptor_matches(n.info.node_descriptor.as_ref(), d)
-                    })
-                }
-            })
+            .filter(|n| selector.matches(n))
             .collect();
         if matching.is_empty() {
             return Ok(Err("no matching nodes found".to_owned()));

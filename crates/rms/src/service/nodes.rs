@@ -263,6 +263,43 @@ pub fn inventory_of(node: &RegisteredNode) -> pb::NodeInventoryInfo {
     }
 }
 
+/// Which registered nodes of a rack a by-type request means: a node type,
+/// or (for an unspecified type) a descriptor.
+#[derive(Debug, Clone)]
+pub struct NodeSelector {
+    node_type: pb::NodeType,
+    descriptor: Option<pb::NodeDescriptor>,
+}
+
+impl NodeSelector {
+    /// An unknown type, or neither a type nor a descriptor, is a
+    /// malformed request (`INVALID_ARGUMENT`).
+    pub fn parse(node_type: i32, descriptor: Option<&pb::NodeDescriptor>) -> Result<Self, Status> {
+        let node_type = pb::NodeType::try_from(node_type)
+            .map_err(|_| Status::invalid_argument(format!("invalid node type: {node_type}")))?;
+        let descriptor = descriptor.filter(|d| !d.attributes.is_empty()).cloned();
+        if node_type == pb::NodeType::Unspecified && descriptor.is_none() {
+            return Err(Status::invalid_argument(
+                "node_type or node_descriptor is required",
+            ));
+        }
+        Ok(NodeSelector {
+            node_type,
+            descriptor,
+        })
+    }
+
+    pub fn matches(&self, node: &RegisteredNode) -> bool {
+        if self.node_type != pb::NodeType::Unspecified {
+            node.target.node_type == self.node_type as i32
+        } else {
+            self.descriptor
+                .as_ref()
+                .is_some_and(|d| descriptor_matches(node.info.node_descriptor.as_ref(), d))
+        }
+    }
+}
+
 /// True when every attribute of `wanted` is present with the same value in
 /// the node's descriptor.
 pub fn descriptor_matches(node: Option<&pb::NodeDescriptor>, wanted: &pb::NodeDescriptor) -> bool {
