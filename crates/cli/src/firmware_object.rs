@@ -24,7 +24,7 @@ use crate::output::{OutputFormat, Table, or_dash, print_json};
 #[derive(Debug, Clone, Default, Args)]
 pub struct RackManagerArgs {
     /// Flow's configuration file: its `[rms]` section gives the rack
-    /// manager's address, TLS files and version entry.
+    /// manager's address and TLS files (and the version entry, BMC login).
     #[arg(long, value_name = "FILE.toml")]
     pub config: Option<PathBuf>,
     /// The rack manager's address [default: rms.address of --config, else

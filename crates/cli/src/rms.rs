@@ -36,14 +36,10 @@ pub enum RmsCommand {
 /// Flags of `rackflow rms sync`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct RmsSyncArgs {
-    /// Flow's configuration file: its `[rms]` section gives the rack
-    /// manager's address, TLS files and BMC login.
-    #[arg(long, value_name = "FILE.toml")]
-    pub config: Option<PathBuf>,
-    /// The rack manager's address [default: rms.address of --config, else
-    /// http://127.0.0.1:8801].
-    #[arg(long, value_name = "URL")]
-    pub rack_manager: Option<String>,
+    /// The rack manager: `--config` (Flow's file; its `[rms]` section also
+    /// gives the BMC login) and `--rack-manager`.
+    #[command(flatten)]
+    pub rack_manager: crate::firmware_object::RackManagerArgs,
     /// BMC user name the nodes are registered with [default:
     /// rms.bmc_username]; none: no credentials.
     #[arg(long, value_name = "USER")]
@@ -104,17 +100,7 @@ pub async fn run(
 
 /// The `[rms]` settings of `rms sync`: the file's, then the flags.
 fn sync_settings(args: &RmsSyncArgs) -> anyhow::Result<RmsProviderConfig> {
-    let mut rms = match &args.config {
-        Some(path) => {
-            rackflow_server::Config::load(Some(path))
-                .with_context(|| format!("load {}", path.display()))?
-                .rms
-        }
-        None => RmsProviderConfig::default(),
-    };
-    if let Some(address) = &args.rack_manager {
-        rms.address = address.clone();
-    }
+    let mut rms = args.rack_manager.settings()?;
     if let Some(user) = &args.bmc_username {
         rms.bmc_username = user.clone();
     }
